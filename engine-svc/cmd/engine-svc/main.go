@@ -1,0 +1,126 @@
+// Command engine-svc serves the Realm engine over gRPC.
+//
+//	engine-svc [--addr 127.0.0.1:7070] [--data-dir ~/.realm] [--redis-url redis://…]
+//
+// Without --redis-url (or REDIS_URL) it runs an embedded Redis persisted
+// under --data-dir, so a laptop needs nothing else.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/realm-go/realm/engine-svc/internal/engine"
+	"github.com/realm-go/realm/engine-svc/internal/server"
+	"github.com/realm-go/realm/engine-svc/internal/store"
+	"github.com/realm-go/realm/engine-svc/internal/store/embedded"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if err := run(log); err != nil {
+		log.Error("engine-svc stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func defaultDataDir() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".realm"
+	}
+	return filepath.Join(home, ".realm")
+}
+
+func run(log *slog.Logger) error {
+	addr := flag.String("addr", envOr("REALM_ENGINE_LISTEN", "127.0.0.1:7070"), "gRPC listen address")
+	dataDir := flag.String("data-dir", envOr("REALM_DATA_DIR", defaultDataDir()), "directory of the embedded store")
+	redisURL := flag.String("redis-url", os.Getenv("REDIS_URL"), "Redis URL; empty runs the embedded store")
+	buckets := flag.Int("buckets", 256, "run buckets of a new store (fixed once created)")
+	grace := flag.Duration("shutdown-grace", 20*time.Second, "how long in-flight calls may finish on shutdown")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	url := *redisURL
+	if url == "" {
+		srv, err := embedded.Open(ctx, *dataDir, log)
+		if err != nil {
+			return fmt.Errorf("open embedded store in %s: %w", *dataDir, err)
+		}
+		defer srv.Close()
+		url = "redis://" + srv.Addr()
+		log.Info("embedded store", "data_dir", *dataDir)
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return fmt.Errorf("redis url: %w", err)
+	}
+	client := redis.NewClient(opt)
+	defer client.Close()
+	st := store.NewRedis(client, store.Options{Buckets: *buckets})
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := st.Ping(pingCtx); err != nil {
+		return fmt.Errorf("store unreachable: %w", err)
+	}
+
+	eng := engine.New(engine.Options{Store: st, Logger: log})
+	gs := grpc.NewServer()
+	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	hs.SetServingStatus("realm.v1.EngineService", healthpb.HealthCheckResponse_SERVING)
+	reflection.Register(gs)
+
+	lis, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	log.Info("engine-svc listening", "addr", lis.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- gs.Serve(lis) }()
+
+	select {
+	case err := <-errc:
+		if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return err
+		}
+		return nil
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight calls", "grace", grace.String())
+	hs.Shutdown()
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(*grace):
+		gs.Stop()
+	}
+	return nil
+}

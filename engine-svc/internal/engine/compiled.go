@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/realm-go/realm/engine-svc/internal/store"
+	"github.com/realm-go/realm/pkg/condition"
+	"github.com/realm-go/realm/pkg/errcode"
+	"github.com/realm-go/realm/pkg/schema"
+	"github.com/realm-go/realm/pkg/workflow"
+)
+
+// compiled is a registered definition made ready to run: its schemas
+// compiled and its conditions parsed once, not on every call.
+type compiled struct {
+	Def     *workflow.Definition
+	Stored  int64
+	params  *schema.Schema
+	input   map[string]*schema.Schema
+	output  map[string]*schema.Schema
+	when    map[string][]*condition.Condition
+	pre     map[string][]*condition.Condition
+	abort   map[string][]*condition.Condition
+	parents map[string][]string // step -> steps that depend on it
+	// schemaValue is each agent step's answer schema as the reply carries it.
+	schemaValue map[string]*structpb.Value
+}
+
+func compile(rec *store.WorkflowRecord) (*compiled, error) {
+	var d workflow.Definition
+	if err := json.Unmarshal(rec.Definition, &d); err != nil {
+		return nil, errcode.Wrap(errcode.EngineStoreFailed, err,
+			fmt.Sprintf("Failed to load workflow '%s' from store: %v", rec.ID, err))
+	}
+	for name, s := range d.Steps {
+		s.Name = name
+	}
+	c := &compiled{
+		Def:         &d,
+		Stored:      rec.Version,
+		input:       map[string]*schema.Schema{},
+		output:      map[string]*schema.Schema{},
+		when:        map[string][]*condition.Condition{},
+		pre:         map[string][]*condition.Condition{},
+		abort:       map[string][]*condition.Condition{},
+		parents:     map[string][]string{},
+		schemaValue: map[string]*structpb.Value{},
+	}
+	var err error
+	if d.ParamsSchema != nil {
+		if c.params, err = compileSchema("params_schema", d.ParamsSchema); err != nil {
+			return nil, err
+		}
+	}
+	for name, s := range d.Steps {
+		if s.InputSchema != nil {
+			if c.input[name], err = compileSchema("input_schema", s.InputSchema); err != nil {
+				return nil, err
+			}
+		}
+		if s.OutputSchema != nil {
+			if c.output[name], err = compileSchema("output_schema", s.OutputSchema); err != nil {
+				return nil, err
+			}
+		}
+		if c.when[name], err = parseAll(s.When); err != nil {
+			return nil, err
+		}
+		if c.pre[name], err = parseAll(s.Preconditions); err != nil {
+			return nil, err
+		}
+		if c.abort[name], err = parseAll(s.AbortUnless); err != nil {
+			return nil, err
+		}
+		if sch := firstSchema(s); sch != nil {
+			if v, err := structpb.NewValue(normalizeJSON(sch)); err == nil {
+				c.schemaValue[name] = v
+			}
+		}
+		for _, dep := range s.DependsOn {
+			c.parents[dep] = append(c.parents[dep], name)
+		}
+	}
+	return c, nil
+}
+
+func compileSchema(block string, v any) (*schema.Schema, error) {
+	s, problems := schema.Compile(block, v)
+	for _, p := range problems {
+		if p.Severity == "error" {
+			return nil, errcode.Newf(errcode.EngineInternal, "registered %s does not compile: %s", block, p.Message)
+		}
+	}
+	return s, nil
+}
+
+func parseAll(texts []string) ([]*condition.Condition, error) {
+	out := make([]*condition.Condition, 0, len(texts))
+	for _, text := range texts {
+		c, err := condition.Parse(text)
+		if err != nil {
+			return nil, errcode.Newf(errcode.EngineInternal, "registered condition %q does not parse: %v", text, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

@@ -1,0 +1,419 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/pkg/condition"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/workflow"
+)
+
+// readiness is where a pending step stands.
+type readiness int
+
+const (
+	waiting readiness = iota // its dependencies have not settled
+	ready                    // it may run now
+	skipNow                  // it must be skipped (SkipDetail says why)
+)
+
+// depCounts classifies a step's dependencies.
+type depCounts struct {
+	c, f, s, u int
+	firstBad   record.Dep // first dep that made a rule unsatisfiable
+	last       record.Dep
+}
+
+func (t *txn) deps(s *workflow.Step) depCounts {
+	var d depCounts
+	for _, dep := range s.DependsOn {
+		st := t.run.StateOf(dep)
+		d.last = record.Dep{Step: dep, State: st}
+		switch st {
+		case record.StateCompleted:
+			d.c++
+		case record.StateFailed:
+			d.f++
+		case record.StateSkipped:
+			d.s++
+		default:
+			d.u++
+		}
+	}
+	return d
+}
+
+// ruleDecision applies a trigger rule (spec §6.3): satisfied, unsatisfiable
+// (with the dependency that made it so), or waiting.
+func (t *txn) ruleDecision(s *workflow.Step) (readiness, *record.Dep) {
+	d := t.deps(s)
+	bad := func(states ...string) *record.Dep {
+		for _, dep := range s.DependsOn {
+			st := t.run.StateOf(dep)
+			for _, want := range states {
+				if st == want {
+					return &record.Dep{Step: dep, State: st}
+				}
+			}
+		}
+		return nil
+	}
+	switch s.Rule() {
+	case workflow.RuleAllSuccess:
+		if b := bad(record.StateFailed, record.StateSkipped); b != nil {
+			return skipNow, b
+		}
+	case workflow.RuleAllFailed:
+		if b := bad(record.StateCompleted, record.StateSkipped); b != nil {
+			return skipNow, b
+		}
+	case workflow.RuleNoneFailed:
+		if b := bad(record.StateFailed); b != nil {
+			return skipNow, b
+		}
+	}
+	if d.u > 0 {
+		return waiting, nil
+	}
+	switch s.Rule() {
+	case workflow.RuleOneFailed:
+		if d.f == 0 {
+			return skipNow, &d.last
+		}
+	case workflow.RuleOneSuccess:
+		if d.c == 0 {
+			return skipNow, &d.last
+		}
+	}
+	return ready, nil
+}
+
+// scope is what conditions read.
+func (t *txn) scope() condition.Scope {
+	if t.scopeCache == nil {
+		t.scopeCache = &condition.Scope{Outputs: t.outputs, Params: t.run.Params, Settlement: t.settlement()}
+	}
+	return *t.scopeCache
+}
+
+// evaluate decides whether a pending step is ready, waits, or must be
+// skipped, and returns the skip record for the last case.
+func (t *txn) evaluate(s *workflow.Step) (readiness, *record.SkipDetail) {
+	r, dep := t.ruleDecision(s)
+	switch r {
+	case waiting:
+		return waiting, nil
+	case skipNow:
+		return skipNow, &record.SkipDetail{
+			Kind:         "trigger_rule_unsatisfiable",
+			Rule:         s.Rule(),
+			BlockingDeps: []record.Dep{*dep},
+		}
+	}
+	conds := t.def.when[s.Name]
+	if len(conds) == 0 {
+		return ready, nil
+	}
+	passed, results := condition.EvalAll(condition.FieldWhen, conds, t.scope())
+	if passed {
+		return ready, nil
+	}
+	d := &record.SkipDetail{Kind: "when_false", Expression: strings.Join(s.When, " && ")}
+	for _, r := range results {
+		d.Leaves = append(d.Leaves, record.Leaf{Leaf: r.Leaf, LHSPresent: r.LHSPresent, ResolvedValue: r.ResolvedValue, Passed: r.Passed})
+		if !r.Passed && d.Expression == strings.Join(s.When, " && ") && len(s.When) > 1 {
+			d.Expression = r.Leaf
+		}
+	}
+	return skipNow, d
+}
+
+// advanceOpts say what a write may do beyond its own change.
+type advanceOpts struct {
+	// decideGuards decides guards made ready by this write. Creating or
+	// resuming a run never decides one (spec §5.3).
+	decideGuards bool
+	// chain runs auto steps that became ready.
+	chain bool
+	// arm seals a run this write completes.
+	arm string
+}
+
+// advance re-evaluates every pending step after a write: it settles skips,
+// decides ready guards, runs ready auto steps the engine can run here, and
+// seals the run when nothing is left. It loops until nothing changes.
+func (t *txn) advance(o advanceOpts) {
+	for changed := true; changed && !t.run.Terminal(); {
+		changed = false
+		for _, s := range t.def.Def.Ordered() {
+			if t.run.Terminal() || t.run.PendingGate != nil && s.Execution != workflow.KindGuard {
+				break
+			}
+			if s.Execution == workflow.KindFinalizer || t.run.StateOf(s.Name) != record.StatePending {
+				continue
+			}
+			r, skip := t.evaluate(s)
+			switch r {
+			case skipNow:
+				t.run.MarkSkipped(s.Name, skip)
+				t.touch()
+				changed = true
+				continue
+			case waiting:
+				continue
+			}
+			switch s.Execution {
+			case workflow.KindGuard:
+				if o.decideGuards && !t.heldGuards[s.Name] {
+					t.decideGuard(s)
+					changed = true
+				}
+			case workflow.KindAuto:
+				if o.chain && t.runnableHere(s) == "" {
+					t.runPassThrough(s)
+					changed = true
+				}
+			}
+		}
+	}
+	arm := o.arm
+	if t.completedArm != "" {
+		arm = t.completedArm
+	}
+	t.maybeComplete(arm)
+}
+
+// maybeComplete seals the run completed when no step is left to settle.
+func (t *txn) maybeComplete(arm string) {
+	if t.run.Terminal() || t.run.PendingGate != nil {
+		return
+	}
+	for _, s := range t.def.Def.Steps {
+		if s.Execution != workflow.KindFinalizer && !t.run.IsSettled(s.Name) {
+			return
+		}
+	}
+	if arm == "" {
+		arm = "complete"
+	}
+	reason := "Workflow completed."
+	if arm == "guard_pass_complete" || arm == "gate_expiry_default" {
+		reason = ""
+	}
+	t.run.Seal(arm, "", reason)
+	if arm == "guard_pass_complete" && len(t.guards) > 0 {
+		last := t.guards[len(t.guards)-1]
+		t.run.SealedBy.Step = last.Step
+		t.endedBy = &realmv1.EndedBy{Arm: arm, Step: last.Step}
+	}
+	t.touch()
+}
+
+// runnableHere says why an auto step cannot run in this engine, or "" when
+// it can. Handlers and adapters are served by runners (capability registry);
+// without one the step waits, blocked on capability, and the run is not
+// failed.
+func (t *txn) runnableHere(s *workflow.Step) string {
+	if s.Handler != "" {
+		return fmt.Sprintf("'%s' cannot run here (capability): handler '%s' is not registered here — load the missing extension, or run the step on a runner that has it.", s.Name, s.Handler)
+	}
+	if s.UsesService != "" {
+		adapter := s.UsesService
+		if svc := t.def.Def.Services[s.UsesService]; svc != nil {
+			adapter = svc.Adapter
+		}
+		return fmt.Sprintf("'%s' cannot run here (capability): adapter '%s' is not registered here — load the missing extension, or run the step on a runner that has it.", s.Name, adapter)
+	}
+	if why := t.refusedBeforeClaim(s); why != "" {
+		return why
+	}
+	return ""
+}
+
+// refusedBeforeClaim checks a step's preconditions before it is claimed
+// (spec §5.1/§6.5), returning the "cannot run" sentence or "".
+func (t *txn) refusedBeforeClaim(s *workflow.Step) string {
+	conds := t.def.pre[s.Name]
+	if len(conds) == 0 {
+		return ""
+	}
+	_, results := condition.EvalAll(condition.FieldPrecondition, conds, t.scope())
+	for _, r := range results {
+		if !r.Passed {
+			return fmt.Sprintf("'%s' cannot run (precondition): Precondition failed: '%s'. Resolved value: %s.", s.Name, r.Leaf, jsonText(r.ResolvedValue))
+		}
+	}
+	if s.Execution == workflow.KindAuto {
+		if sch := t.def.input[s.Name]; sch != nil {
+			if errs := sch.Validate(t.engineInput(s)); len(errs) > 0 {
+				return fmt.Sprintf("'%s' cannot run (input_schema): %s.", s.Name, errs[0].RootedText())
+			}
+		}
+	}
+	return ""
+}
+
+// engineInput is what the engine gives an auto step: the run's params when
+// it has no depends_on, else {} (spec §9.1).
+func (t *txn) engineInput(s *workflow.Step) any {
+	if len(s.DependsOn) == 0 {
+		return t.run.Params
+	}
+	return map[string]any{}
+}
+
+// runPassThrough runs an auto step with neither handler nor service: it
+// records an output it did not compute (spec §5.1).
+func (t *txn) runPassThrough(s *workflow.Step) {
+	var out any
+	source := "none"
+	switch len(s.DependsOn) {
+	case 0:
+		out, source = t.run.Params, "run_params"
+	case 1:
+		if v, ok := t.outputs[s.DependsOn[0]]; ok {
+			out, source = v, "dependency"
+		}
+	}
+	if out == nil {
+		out = map[string]any{}
+	}
+	e := t.entry(s.Name, "success")
+	e.InputSummary = t.engineInput(s)
+	e.OutputSummary = out
+	e.OutputSource = source
+	t.setOutput(s.Name, out)
+	t.run.MarkCompleted(s.Name, &record.Settled{Outcome: "complete"})
+	t.appendEvidence(e)
+	t.chain(s.Name)
+	t.lastAuto = s.Name
+	t.completedArm = ""
+}
+
+// decideGuard decides a guard inside the write that made it ready.
+func (t *txn) decideGuard(s *workflow.Step) {
+	scope := t.scope()
+	_, results := condition.EvalAll(condition.FieldAbortUnless, t.def.abort[s.Name], scope)
+	conds := make([]record.ConditionEval, 0, len(results))
+	var resolution []string
+	passed := true
+	for _, r := range results {
+		conds = append(conds, record.ConditionEval{Condition: r.Leaf, ResolvedValue: r.ResolvedValue, Passed: r.Passed})
+		if r.ResolutionError {
+			resolution = append(resolution, r.Leaf)
+		}
+		if !r.Passed {
+			passed = false
+		}
+	}
+	e := t.entry(s.Name, "success")
+	e.InputSummary = map[string]any{}
+	t.chain(s.Name)
+	switch {
+	case len(resolution) > 0:
+		msg := fmt.Sprintf("Guard '%s' could not resolve %s: the value it reads is not in the run.", s.Name, quoteList(resolution))
+		e.Status = "error"
+		e.Error = msg
+		e.OutputSummary = map[string]any{}
+		t.run.MarkFailed(s.Name, msg, &record.Settled{Outcome: "fail"})
+		t.appendEvidence(e)
+		t.guards = append(t.guards, &realmv1.GuardOutcome{Step: s.Name, Outcome: "resolution_error"})
+		t.run.Seal("guard_resolution_error", s.Name, fmt.Sprintf("Guard step '%s' failed with a resolution error: %s", s.Name, msg))
+		t.endedBy = &realmv1.EndedBy{Arm: "guard_resolution_error", Step: s.Name, Reason: &msg}
+	case passed:
+		out := map[string]any{"conditions": condList(conds), "aborted": false}
+		e.OutputSummary = out
+		t.setOutput(s.Name, out)
+		t.run.MarkCompleted(s.Name, &record.Settled{Outcome: "complete"})
+		t.appendEvidence(e)
+		t.guards = append(t.guards, &realmv1.GuardOutcome{Step: s.Name, Outcome: "pass"})
+		t.completedArm = "guard_pass_complete"
+	default:
+		out := map[string]any{"conditions": condList(conds), "aborted": true}
+		if s.AbortMessage != "" {
+			out["abort_message"] = s.AbortMessage
+		}
+		e.Status = "skipped"
+		e.OutputSummary = out
+		t.run.MarkSkipped(s.Name, &record.SkipDetail{Kind: "guard_abort"})
+		t.appendEvidence(e)
+		t.guards = append(t.guards, &realmv1.GuardOutcome{Step: s.Name, Outcome: "abort"})
+		t.run.AbortedAt = &record.AbortedAt{StepID: s.Name, Conditions: conds, AbortMessage: s.AbortMessage}
+		t.abortRest("guard_abort")
+		t.run.Seal("guard_abort", s.Name, "")
+		t.endedBy = &realmv1.EndedBy{Arm: "guard_abort", Step: s.Name}
+		if s.AbortMessage != "" {
+			msg := s.AbortMessage
+			t.endedBy.Reason = &msg
+		}
+	}
+}
+
+// abortRest skips every unsettled step when a run is aborted: through the
+// trigger rule where a dependency is skipped, otherwise with the abort's
+// own reason (spec §6.6's recommendation).
+func (t *txn) abortRest(kind string) {
+	for changed := true; changed; {
+		changed = false
+		for _, s := range t.def.Def.Ordered() {
+			if s.Execution == workflow.KindFinalizer || t.run.StateOf(s.Name) != record.StatePending {
+				continue
+			}
+			if r, skip := t.ruleDecision(s); r == skipNow {
+				t.run.MarkSkipped(s.Name, &record.SkipDetail{Kind: "trigger_rule_unsatisfiable", Rule: s.Rule(), BlockingDeps: []record.Dep{*skip}})
+				changed = true
+			}
+		}
+	}
+	for _, s := range t.def.Def.Ordered() {
+		if s.Execution != workflow.KindFinalizer && t.run.StateOf(s.Name) == record.StatePending {
+			t.run.MarkSkipped(s.Name, &record.SkipDetail{Kind: kind})
+		}
+	}
+	t.touch()
+}
+
+// recoverable reports whether a failed step leaves a step whose trigger
+// rule this failure can satisfy (spec §6.7 item 4).
+func (t *txn) recoverable(failed string) bool {
+	for _, child := range t.def.parents[failed] {
+		s := t.def.Def.Steps[child]
+		if s == nil || s.Execution == workflow.KindFinalizer || t.run.StateOf(child) != record.StatePending {
+			continue
+		}
+		switch s.Rule() {
+		case workflow.RuleOneFailed, workflow.RuleAllFailed, workflow.RuleAllDone:
+			return true
+		}
+	}
+	return false
+}
+
+// failStep fails a step and, when nothing can recover from it, the run.
+func (t *txn) failStep(step, msg string) (terminated bool) {
+	t.run.MarkFailed(step, msg, &record.Settled{Outcome: "fail"})
+	t.touch()
+	if t.recoverable(step) {
+		return false
+	}
+	t.run.Seal("step_failure", step, fmt.Sprintf("Step '%s' failed: %s", step, msg))
+	return true
+}
+
+func condList(cs []record.ConditionEval) []any {
+	out := make([]any, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, map[string]any{"condition": c.Condition, "resolved_value": c.ResolvedValue, "passed": c.Passed})
+	}
+	return out
+}
+
+func quoteList(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = "'" + x + "'"
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,338 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/realm-go/realm/engine-svc/internal/record"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/template"
+	"github.com/realm-go/realm/pkg/workflow"
+)
+
+// view is what a run offers next, worked out from its record.
+type view struct {
+	agents []*workflow.Step // agent steps ready for the caller
+	owed   []*workflow.Step // auto steps and guards the engine owes
+	cannot []string         // sentences for steps that cannot run
+}
+
+// view computes what comes next. It reads only; it never changes the run.
+func (t *txn) view() view {
+	var v view
+	if t.def == nil || t.run.Terminal() || t.run.PendingGate != nil {
+		return v
+	}
+	for _, s := range t.def.Def.Ordered() {
+		if s.Execution == workflow.KindFinalizer || t.run.StateOf(s.Name) != record.StatePending {
+			continue
+		}
+		if r, _ := t.evaluate(s); r != ready {
+			continue
+		}
+		switch s.Execution {
+		case workflow.KindAgent:
+			if why := t.refusedBeforeClaim(s); why != "" {
+				v.cannot = append(v.cannot, why)
+				continue
+			}
+			v.agents = append(v.agents, s)
+		case workflow.KindGuard:
+			v.owed = append(v.owed, s)
+		case workflow.KindAuto:
+			if why := t.runnableHere(s); why != "" {
+				v.cannot = append(v.cannot, why)
+				continue
+			}
+			v.owed = append(v.owed, s)
+		}
+	}
+	return v
+}
+
+func names(steps []*workflow.Step) string {
+	q := make([]string, len(steps))
+	for i, s := range steps {
+		q[i] = "'" + s.Name + "'"
+	}
+	return strings.Join(q, ", ")
+}
+
+// whatNext is the part of a hint that says what comes next.
+func (t *txn) whatNext(v view) string {
+	var parts []string
+	if len(v.agents) > 0 {
+		parts = append(parts, "Ready for the agent: "+names(v.agents)+".")
+	}
+	if len(v.owed) > 0 {
+		parts = append(parts, "Owed to the engine: "+names(v.owed)+" — call advance_run.")
+	}
+	parts = append(parts, v.cannot...)
+	if len(v.cannot) > 0 && len(v.agents) == 0 && len(v.owed) == 0 && !strings.Contains(strings.Join(v.cannot, " "), "(capability)") {
+		parts = append(parts, "Correct the workflow and register it again, then call advance_run; or end the run with abandon_run.")
+	}
+	if len(parts) == 0 && !t.run.Terminal() {
+		parts = append(parts, "No step is ready.")
+	}
+	return strings.Join(parts, " ")
+}
+
+// nextActions lists the calls that can be made next; advance_run is last.
+func (t *txn) nextActions(v view) []*realmv1.NextAction {
+	out := make([]*realmv1.NextAction, 0, len(v.agents)+1)
+	for _, s := range v.agents {
+		out = append(out, t.stepAction(s))
+	}
+	if len(v.owed) > 0 {
+		params := mustStruct(map[string]any{"run_id": t.run.ID})
+		verb, pronoun := "the step the engine owes", "it"
+		if len(v.owed) > 1 {
+			verb, pronoun = "the steps the engine owes", "them"
+		}
+		out = append(out, &realmv1.NextAction{
+			Instruction:   &realmv1.Instruction{Tool: "advance_run", Params: params, CallWith: mustStruct(map[string]any{"run_id": t.run.ID})},
+			HumanReadable: fmt.Sprintf("Call advance_run to run %s: %s. It runs %s with this server's extensions and environment.", verb, names(v.owed), pronoun),
+			Orientation:   "Run is active. Engine work is owed: " + names(v.owed) + ".",
+		})
+	}
+	return out
+}
+
+// stepAction is the execute_step entry for an agent step.
+func (t *txn) stepAction(s *workflow.Step) *realmv1.NextAction {
+	answer := map[string]any{}
+	if m, ok := s.InputSchema.(map[string]any); ok {
+		answer = placeholders(m)
+	} else if m, ok := s.OutputSchema.(map[string]any); ok {
+		answer = placeholders(m)
+	}
+	a := &realmv1.NextAction{
+		Instruction: &realmv1.Instruction{
+			Tool:     "execute_step",
+			Params:   mustStruct(map[string]any{"run_id": t.run.ID, "command": s.Name}),
+			CallWith: mustStruct(map[string]any{"run_id": t.run.ID, "command": s.Name, "params": answer}),
+		},
+		HumanReadable: fmt.Sprintf("Execute step '%s': %s", s.Name, s.Description),
+		Orientation:   fmt.Sprintf("Run is active. Next step ready: '%s'.", s.Name),
+	}
+	a.InputSchema = t.def.schemaValue[s.Name]
+	if s.Prompt != "" {
+		p := t.renderPrompt(s.Prompt)
+		a.Prompt = &p
+	}
+	return a
+}
+
+func firstSchema(s *workflow.Step) any {
+	if s.InputSchema != nil {
+		return s.InputSchema
+	}
+	return s.OutputSchema
+}
+
+// renderPrompt fills a prompt's {{ }} expressions, leaving what it cannot
+// resolve as written (spec §8.2).
+func (t *txn) renderPrompt(text string) string {
+	resources := make(map[string]any, len(t.outputs)+1)
+	for k, v := range t.outputs {
+		resources[k] = v
+	}
+	settle := map[string]any{}
+	for k, v := range t.settlement() {
+		settle[k] = v
+	}
+	resources["$settlement"] = settle
+	out, _, err := template.Render(text, template.Scope{Params: t.run.Params, Resources: resources}, template.ModePrompt)
+	if err != nil {
+		return text
+	}
+	return out
+}
+
+// placeholders builds call_with's answer from a schema: enums become
+// "<a|b|c>", numbers 0, other types their zero value (mcp spec §3.3).
+func placeholders(schema map[string]any) map[string]any {
+	props, _ := schema["properties"].(map[string]any)
+	out := make(map[string]any, len(props))
+	for name, p := range props {
+		out[name] = placeholder(p)
+	}
+	return out
+}
+
+func placeholder(p any) any {
+	m, ok := p.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if enum, ok := m["enum"].([]any); ok && len(enum) > 0 {
+		parts := make([]string, len(enum))
+		for i, e := range enum {
+			parts[i] = fmt.Sprint(e)
+		}
+		return "<" + strings.Join(parts, "|") + ">"
+	}
+	switch m["type"] {
+	case "number", "integer":
+		return 0
+	case "boolean":
+		return false
+	case "array":
+		return []any{}
+	case "object":
+		return placeholders(m)
+	case "null":
+		return nil
+	}
+	return ""
+}
+
+// envelope fills the fields every step-shaped reply has.
+func (t *txn) envelope(command string) *realmv1.Reply {
+	v := t.run.Version
+	r := &realmv1.Reply{
+		Command:             command,
+		RunId:               t.run.ID,
+		RunVersion:          &v,
+		Status:              realmv1.ReplyStatus_REPLY_STATUS_OK,
+		RunPhase:            phaseEnum(t.run.Phase()),
+		Warnings:            t.warnings,
+		Guards:              t.guards,
+		EndedBy:             t.endedBy,
+		HasChainedAutoSteps: t.hasChained,
+	}
+	if t.hasChained {
+		t.fixChainPhases()
+		r.ChainedAutoSteps = t.chained
+	}
+	return r
+}
+
+// terminalTail is the way back in for a run that has ended (seed "A run
+// that has ended").
+func (t *txn) terminalTail() string {
+	r := t.run
+	switch r.Phase() {
+	case record.PhaseAbandoned:
+		return fmt.Sprintf("An operator ended this run, with the reason %q; to run the work again, start a new run.", r.TerminalReason)
+	case record.PhaseFailed:
+		var steps []string
+		for _, s := range r.FailedSteps {
+			if st := t.stepOf(s); st != nil && st.Execution != workflow.KindFinalizer {
+				steps = append(steps, s)
+			}
+		}
+		if len(steps) > 0 {
+			return fmt.Sprintf("To make the failed step runnable again: realm run resume %s --from %s", r.ID, steps[0])
+		}
+	}
+	return ""
+}
+
+func phaseEnum(p string) realmv1.RunPhase {
+	switch p {
+	case record.PhaseRunning:
+		return realmv1.RunPhase_RUN_PHASE_RUNNING
+	case record.PhaseGateWaiting:
+		return realmv1.RunPhase_RUN_PHASE_GATE_WAITING
+	case record.PhaseCompleted:
+		return realmv1.RunPhase_RUN_PHASE_COMPLETED
+	case record.PhaseFailed:
+		return realmv1.RunPhase_RUN_PHASE_FAILED
+	case record.PhaseAborted:
+		return realmv1.RunPhase_RUN_PHASE_ABORTED
+	case record.PhaseAbandoned:
+		return realmv1.RunPhase_RUN_PHASE_ABANDONED
+	}
+	return realmv1.RunPhase_RUN_PHASE_UNSPECIFIED
+}
+
+// jsonText writes a value as JSON for a sentence.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// mustStruct converts a JSON object; values here are built by the engine,
+// so a failure is a programming error reported as an empty struct.
+func mustStruct(m map[string]any) *structpb.Struct {
+	s, err := structpb.NewStruct(normalizeJSON(m).(map[string]any))
+	if err != nil {
+		return &structpb.Struct{}
+	}
+	return s
+}
+
+// normalizeJSON turns Go values structpb does not take (ints, []string,
+// typed maps) into their JSON forms.
+func normalizeJSON(v any) any {
+	switch x := v.(type) {
+	case nil, bool, string, float64:
+		return x
+	case int:
+		return float64(x)
+	case int64:
+		return float64(x)
+	case []string:
+		out := make([]any, len(x))
+		for i, s := range x {
+			out[i] = s
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = normalizeJSON(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = normalizeJSON(e)
+		}
+		return out
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+func toValue(v any) *structpb.Value {
+	pv, err := structpb.NewValue(normalizeJSON(v))
+	if err != nil {
+		return structpb.NewNullValue()
+	}
+	return pv
+}
+
+func toStruct(v any) *structpb.Struct {
+	m, ok := normalizeJSON(v).(map[string]any)
+	if !ok {
+		return nil
+	}
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		return nil
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

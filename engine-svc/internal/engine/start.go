@@ -1,0 +1,258 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/engine-svc/internal/store"
+	"github.com/realm-go/realm/pkg/errcode"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/workflow"
+)
+
+// refusal is a reply that names no run's state (run_id "", run_version 0).
+func refusal(command, runID string, code errcode.Code, msg string, details map[string]any) *realmv1.Reply {
+	zero := int64(0)
+	r := &realmv1.Reply{
+		Command:     command,
+		RunId:       runID,
+		RunVersion:  &zero,
+		Status:      realmv1.ReplyStatus_REPLY_STATUS_ERROR,
+		ContextHint: msg,
+		Errors:      []string{msg},
+		ErrorCode:   string(code),
+		AgentAction: agentAction(code),
+	}
+	if details != nil {
+		r.ErrorDetails = toStruct(details)
+	}
+	return r
+}
+
+// agentAction is a code's default agent_action from the catalogue.
+func agentAction(code errcode.Code) realmv1.AgentAction {
+	if info, ok := code.Info(); ok {
+		return errcode.AgentActionEnum(string(info.AgentAction))
+	}
+	return realmv1.AgentAction_AGENT_ACTION_REPORT_TO_USER
+}
+
+// StartRun creates a run, runs every auto step that is ready, and replies
+// at the first step for the agent, a gate, or the end.
+func (e *Engine) StartRun(ctx context.Context, req *realmv1.StartRunRequest) (*realmv1.Reply, error) {
+	const command = "start_run"
+	def, err := e.definition(ctx, req.GetWorkflowId())
+	var missing *errWorkflowMissing
+	if errors.As(err, &missing) {
+		return refusal(command, "", errcode.StateWorkflowNotFound,
+			fmt.Sprintf("Workflow '%s' not found.", req.GetWorkflowId()), nil), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	params := req.GetParams().AsMap()
+	if def.params != nil {
+		if errs := def.params.Validate(params); len(errs) > 0 {
+			msg := fmt.Sprintf("Invalid params for workflow '%s': %s", def.Def.ID, errs[0].RootedText())
+			return refusal(command, "", errcode.ValidationInputSchema, msg, map[string]any{"errors": schemaErrors(errs)}), nil
+		}
+	}
+	key := req.GetIdempotencyKey()
+	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
+		var rerunOf, expect string
+		if key != "" {
+			held, err := e.st.LookupKey(ctx, key)
+			if err != nil {
+				return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to read idempotency key: "+err.Error())
+			}
+			if held != "" {
+				reply, rerun, err := e.matchKey(ctx, req, held)
+				if err != nil || reply != nil {
+					return reply, err
+				}
+				rerunOf, expect = rerun, held
+			}
+		}
+		t := e.newRun(def, params, req.GetCaller())
+		t.run.IdempotencyKey = key
+		t.run.RerunOf = rerunOf
+		if key != "" {
+			t.run.ID = e.st.NewRunID(key)
+			t.idemKey, t.idemExpect = key, expect
+		}
+		t.startChain()
+		err := e.commit(ctx, t)
+		if store.IsConflict(err) {
+			continue // another caller took the key first: match it
+		}
+		if err != nil {
+			return nil, err
+		}
+		r := t.createdReply(command)
+		r.Deduped = ptr(false)
+		return r, nil
+	}
+	return nil, errcode.Newf(errcode.StateSnapshotMismatch, "idempotency key %q kept changing under this call", key)
+}
+
+// newRun builds the transaction that creates a run.
+func (e *Engine) newRun(def *compiled, params map[string]any, caller *realmv1.Caller) *txn {
+	now := e.now()
+	ts := record.FormatTime(now)
+	r := &record.Run{
+		ID:              e.st.NewRunID(""),
+		WorkflowID:      def.Def.ID,
+		WorkflowVersion: def.Def.Version,
+		Params:          params,
+		CreatedAt:       ts,
+		UpdatedAt:       ts,
+		RunPhase:        record.PhaseRunning,
+	}
+	r.Normalize()
+	t := &txn{e: e, run: r, def: def, outputs: map[string]any{}, now: now, base: &store.Snapshot{Version: -1}, create: true}
+	t.touch()
+	return t
+}
+
+// startChain runs what a new run's creation may run: auto steps that are
+// ready, and guards that those steps make ready. A guard ready at creation
+// is not decided by the creation (spec §5.3).
+func (t *txn) startChain() {
+	t.index = append(t.index, store.IndexOp{Index: "index", Member: t.run.ID, Score: float64(t.now.UnixMilli())})
+	held := map[string]bool{}
+	for _, s := range t.def.Def.Ordered() {
+		if s.Execution == workflow.KindGuard {
+			if r, _ := t.evaluate(s); r == ready {
+				held[s.Name] = true
+			}
+		}
+	}
+	t.heldGuards = held
+	t.advance(advanceOpts{decideGuards: true, chain: true})
+}
+
+// commit writes a transaction: the one place a run change reaches the store.
+func (e *Engine) commit(ctx context.Context, t *txn) error {
+	change, next, err := t.change()
+	if err != nil {
+		return err
+	}
+	if err := e.st.CommitRun(ctx, change); err != nil {
+		if store.IsConflict(err) {
+			e.runs.drop(t.run.ID)
+			return err
+		}
+		return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to write run to store: "+err.Error())
+	}
+	e.runs.put(t.run.ID, next)
+	return nil
+}
+
+// createdReply is start_run's reply for a run it created.
+func (t *txn) createdReply(command string) *realmv1.Reply {
+	r := t.envelope(command)
+	v := t.view()
+	r.NextActions = t.nextActions(v)
+	switch {
+	case t.endedBy != nil && t.endedBy.Arm != "guard_pass_complete":
+		r.ContextHint = t.guardSentence()
+	case t.lastAuto != "":
+		r.ContextHint = fmt.Sprintf("Step '%s' completed. %s", t.lastAuto, t.afterHint(v))
+	default:
+		r.ContextHint = fmt.Sprintf("Run '%s' created for workflow '%s'. %s", t.run.ID, t.run.WorkflowID, t.afterHint(v))
+	}
+	return r
+}
+
+// afterHint says what comes next, or how the run ended.
+func (t *txn) afterHint(v view) string {
+	if t.run.Terminal() {
+		if t.endedBy != nil {
+			return t.guardSentence()
+		}
+		if t.run.Phase() == record.PhaseCompleted {
+			return "Workflow completed."
+		}
+		return fmt.Sprintf("Run phase: '%s'.", t.run.Phase())
+	}
+	return t.whatNext(v)
+}
+
+// guardSentence is the context_hint of a guard that ended the run.
+func (t *txn) guardSentence() string {
+	switch t.endedBy.Arm {
+	case "guard_abort":
+		return fmt.Sprintf("Guard step '%s' aborted the run.", t.endedBy.Step)
+	case "guard_resolution_error":
+		return fmt.Sprintf("Guard step '%s' failed with a resolution error. Run is terminated.", t.endedBy.Step)
+	default:
+		return fmt.Sprintf("Guard step '%s' passed and completed the run.", t.endedBy.Step)
+	}
+}
+
+// matchKey decides what a repeat of an idempotency key does (mcp spec §6).
+// It returns the reply for a matched run, or the run a new run reruns.
+func (e *Engine) matchKey(ctx context.Context, req *realmv1.StartRunRequest, held string) (*realmv1.Reply, string, error) {
+	t, err := e.read(ctx, held)
+	if errors.Is(err, errRunNotFound) {
+		return nil, "", nil // the run was purged; the key is free to reuse
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	phase := t.run.Phase()
+	if !record.IsTerminalPhase(phase) {
+		if req.GetOnLiveMatch() == "fail" {
+			msg := fmt.Sprintf("Idempotency key is held by run '%s', still in phase '%s'.", held, phase)
+			return refusal("start_run", "", errcode.StateRunAlreadyActive, msg, map[string]any{"run_id": held}), "", nil
+		}
+		t.warnings = append(t.warnings, fmt.Sprintf("Idempotency key matched a run still in phase '%s'.", phase))
+		return t.matchedReply(), "", nil
+	}
+	switch req.GetOnTerminalMatch() {
+	case "reject":
+		msg := fmt.Sprintf("Idempotency key was already used by run '%s', which ended in phase '%s'.", held, phase)
+		return refusal("start_run", "", errcode.StateIdempotencyKeyUsed, msg, map[string]any{"run_id": held}), "", nil
+	case "rerun":
+		return nil, held, nil
+	case "rerun_if_failed":
+		if phase == record.PhaseFailed {
+			return nil, held, nil
+		}
+	}
+	return t.matchedReply(), "", nil
+}
+
+// matchedReply is start_run's reply for a repeat that matched a run.
+func (t *txn) matchedReply() *realmv1.Reply {
+	r := t.envelope("start_run")
+	v := t.view()
+	r.NextActions = t.nextActions(v)
+	r.Deduped = ptr(true)
+	hint := fmt.Sprintf("Matched existing run '%s' (idempotent) in phase '%s'; no new run created.", t.run.ID, t.run.Phase())
+	if next := t.afterHint(v); next != "" {
+		hint += " " + next
+	}
+	if tail := t.terminalTail(); tail != "" {
+		hint += " " + tail
+	}
+	r.ContextHint = hint
+	return r
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// schemaErrors turns validation errors into error_details JSON.
+func schemaErrors[E any](errs []E) []any {
+	out := make([]any, 0, len(errs))
+	for _, e := range errs {
+		out = append(out, normalizeJSON(e))
+	}
+	return out
+}
+
+var _ = structpb.NewNullValue

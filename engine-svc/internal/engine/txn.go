@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"encoding/json"
+
+	"github.com/realm-go/realm/pkg/condition"
+	"time"
+
+	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/engine-svc/internal/store"
+	"github.com/realm-go/realm/pkg/errcode"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+// txn is one decision on one run: what was read, what the act changed, and
+// what the reply will say about it. It lives for one attempt of update.
+type txn struct {
+	e      *Engine
+	base   *store.Snapshot
+	run    *record.Run
+	def    *compiled
+	defErr error
+	// outputs are the recorded outputs by step (decoded), including the
+	// ones this transaction adds.
+	outputs map[string]any
+	now     time.Time
+
+	dirty      bool
+	newOutputs map[string]any
+	evidence   []*record.Entry
+	index      []store.IndexOp
+	idemKey    string
+	idemExpect string
+	create     bool
+
+	// What the reply reports about this write.
+	chained      []*realmv1.ChainedStep
+	hasChained   bool
+	guards       []*realmv1.GuardOutcome
+	endedBy      *realmv1.EndedBy
+	warnings     []string
+	lastAuto     string // the last auto step that completed in this call
+	completedArm string // the arm a completion seals with
+	// heldGuards were ready when the run was created: not decided by it.
+	heldGuards map[string]bool
+	// compose builds the reply once the write has committed.
+	// scopeCache is what conditions read, built once per change.
+	scopeCache *condition.Scope
+	compose    func() *realmv1.Reply
+}
+
+// touch marks the transaction as a write; what conditions read may have
+// changed, so the cached scope is dropped.
+func (t *txn) touch() {
+	t.dirty = true
+	t.scopeCache = nil
+}
+
+// setOutput records a step's output.
+func (t *txn) setOutput(step string, v any) {
+	if t.newOutputs == nil {
+		t.newOutputs = map[string]any{}
+	}
+	t.newOutputs[step] = v
+	t.outputs[step] = v
+	t.touch()
+}
+
+// appendEvidence adds an entry to the record.
+func (t *txn) appendEvidence(e *record.Entry) {
+	if e.EvidenceHash == "" {
+		e.EvidenceHash = hashJSON(e.OutputSummary)
+	}
+	t.evidence = append(t.evidence, e)
+	t.run.EvidenceCount++
+	t.run.LastStep = e.StepID
+	t.touch()
+}
+
+// change turns the transaction into the store's atomic change, and the
+// snapshot the cache will hold if it commits.
+func (t *txn) change() (*store.Change, *store.Snapshot, error) {
+	r := t.run
+	expect := t.base.Version
+	if t.create {
+		expect = -1
+		r.Version = 0
+	} else {
+		r.Version = t.base.Version + 1
+	}
+	r.UpdatedAt = record.FormatTime(t.now)
+	r.RunPhase = r.Phase()
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode run: "+err.Error())
+	}
+	c := &store.Change{
+		RunID:         r.ID,
+		ExpectVersion: expect,
+		NewVersion:    r.Version,
+		Doc:           doc,
+		Index:         t.index,
+		IdemKey:       t.idemKey,
+		IdemExpect:    t.idemExpect,
+	}
+	next := &store.Snapshot{
+		Version:     r.Version,
+		Doc:         doc,
+		Outputs:     make(map[string][]byte, len(t.base.Outputs)+len(t.newOutputs)),
+		EvidenceLen: t.base.EvidenceLen + int64(len(t.evidence)),
+	}
+	for k, v := range t.base.Outputs {
+		next.Outputs[k] = v
+	}
+	if len(t.newOutputs) > 0 {
+		c.Outputs = make(map[string][]byte, len(t.newOutputs))
+		for step, v := range t.newOutputs {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode output: "+err.Error())
+			}
+			c.Outputs[step] = b
+			next.Outputs[step] = b
+		}
+	}
+	for _, e := range t.evidence {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode evidence: "+err.Error())
+		}
+		c.Evidence = append(c.Evidence, b)
+	}
+	return c, next, nil
+}
+
+// entry starts an evidence entry stamped with the transaction's time.
+func (t *txn) entry(step, status string) *record.Entry {
+	ts := record.FormatTime(t.now)
+	return &record.Entry{StepID: step, Status: status, StartedAt: ts, CompletedAt: ts}
+}
+
+// chain notes a step that finished inside this call.
+func (t *txn) chain(step string, warnings ...string) {
+	t.hasChained = true
+	t.chained = append(t.chained, &realmv1.ChainedStep{Step: step, Warnings: warnings})
+}
+
+// fixChainPhases stamps every chained entry with the phase after it. The
+// phase only changes at the last entry (a seal or a gate), so entries
+// before the last keep "running".
+func (t *txn) fixChainPhases() {
+	for i, c := range t.chained {
+		if i == len(t.chained)-1 {
+			c.RunPhase = phaseEnum(t.run.Phase())
+		} else {
+			c.RunPhase = realmv1.RunPhase_RUN_PHASE_RUNNING
+		}
+	}
+}
+
+// settlementScope is $settlement: completed and failed steps only.
+func (t *txn) settlement() map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, s := range t.run.CompletedSteps {
+		out[s] = t.settlementOf(s, false)
+	}
+	for _, s := range t.run.FailedSteps {
+		out[s] = t.settlementOf(s, true)
+	}
+	return out
+}
+
+func (t *txn) settlementOf(step string, failed bool) map[string]any {
+	byDefault := false
+	for _, d := range t.run.DefaultedSteps {
+		if d == step {
+			byDefault = true
+		}
+	}
+	return map[string]any{
+		"failed":                failed,
+		"settled_by_default":    byDefault,
+		"validation_rejections": float64(t.run.ValidationRejections[step]),
+	}
+}

@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/realm-go/realm/engine-svc/internal/store"
+	"github.com/realm-go/realm/pkg/errcode"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/workflow"
+)
+
+func load(src *realmv1.WorkflowSource, strict bool) (*workflow.Definition, *workflow.Report) {
+	return workflow.Load(src.GetYaml(), workflow.LoadOptions{Path: src.GetPath(), Files: src.GetFiles(), Strict: strict})
+}
+
+// reportProto converts a loader report.
+func reportProto(r *workflow.Report) *realmv1.WorkflowReport {
+	out := &realmv1.WorkflowReport{
+		Valid:         r.Valid,
+		WorkflowId:    r.WorkflowID,
+		Version:       r.Version,
+		Description:   r.Description,
+		StepCount:     int32(r.StepCount),
+		Errors:        r.Errors,
+		ExtensionKeys: r.ExtensionKeys,
+		Text:          r.Text(),
+	}
+	for _, d := range r.Diagnostics {
+		out.Diagnostics = append(out.Diagnostics, &realmv1.Diagnostic{
+			Code: d.Code, Severity: d.Severity, Message: d.Message, Scope: d.Scope, Key: d.Key,
+			Step: d.Step, DidYouMean: d.DidYouMean, Line: int32(d.Line), Column: int32(d.Column),
+		})
+	}
+	return out
+}
+
+// ValidateWorkflow runs the loader and stores nothing.
+func (e *Engine) ValidateWorkflow(_ context.Context, req *realmv1.ValidateWorkflowRequest) (*realmv1.ValidateWorkflowResponse, error) {
+	_, rep := load(req.GetSource(), req.GetStrict())
+	return &realmv1.ValidateWorkflowResponse{Report: reportProto(rep)}, nil
+}
+
+// RegisterWorkflow validates a workflow and stores a new version of it.
+// Runs under way pick the new version up as they move (spec §1).
+func (e *Engine) RegisterWorkflow(ctx context.Context, req *realmv1.RegisterWorkflowRequest) (*realmv1.RegisterWorkflowResponse, error) {
+	def, rep := load(req.GetSource(), req.GetStrict())
+	resp := &realmv1.RegisterWorkflowResponse{Report: reportProto(rep)}
+	if def == nil || !rep.Valid {
+		return resp, nil
+	}
+	rec, err := e.putDefinition(ctx, def)
+	if err != nil {
+		return nil, err
+	}
+	resp.Registered = true
+	resp.StoredVersion = rec.Version
+	return resp, nil
+}
+
+func (e *Engine) putDefinition(ctx context.Context, def *workflow.Definition) (*store.WorkflowRecord, error) {
+	def.SchemaVersion = workflow.SchemaVersion
+	b, err := json.Marshal(def)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.EngineInternal, err, "encode workflow: "+err.Error())
+	}
+	rec, err := e.st.PutWorkflow(ctx, def.ID, b)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to store workflow: "+err.Error())
+	}
+	e.defs.drop(def.ID)
+	return rec, nil
+}
+
+const listHint = "Call get_workflow_protocol with a workflow_id before calling start_run. If no workflow matches your task, use create_workflow to define and start your own plan."
+
+// ListWorkflows lists the registered workflows.
+func (e *Engine) ListWorkflows(ctx context.Context, _ *realmv1.ListWorkflowsRequest) (*realmv1.ListWorkflowsResponse, error) {
+	recs, err := e.st.ListWorkflows(ctx)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to list workflows: "+err.Error())
+	}
+	resp := &realmv1.ListWorkflowsResponse{Status: "ok", Hint: listHint, Workflows: []*realmv1.WorkflowSummary{}, Unreadable: []*realmv1.UnreadableWorkflow{}, Warnings: []string{}}
+	for _, rec := range recs {
+		var d workflow.Definition
+		if err := json.Unmarshal(rec.Definition, &d); err != nil {
+			resp.Unreadable = append(resp.Unreadable, &realmv1.UnreadableWorkflow{Id: rec.ID, Reason: err.Error()})
+			continue
+		}
+		resp.Workflows = append(resp.Workflows, &realmv1.WorkflowSummary{
+			Id: d.ID, Name: d.Name, Version: d.Version, Description: d.Description,
+			StepCount: int32(len(d.Steps)), RegisteredAt: timestamppb.New(rec.RegisteredAt),
+		})
+	}
+	if n := len(resp.Unreadable); n > 0 {
+		resp.Warnings = append(resp.Warnings, fmt.Sprintf("%d registered workflow(s) could not be read; do not create a replacement until an operator has looked.", n))
+	}
+	return resp, nil
+}
+
+// Standard protocol texts (spec §3.3).
+var defaultRules = []string{
+	"Follow the next_action instruction in each response exactly.",
+	"When you receive status 'confirm_required', read gate.agent_hint for instructions, present gate.display to the user verbatim, wait for their response, then call submit_human_response by copying the call in next_actions[0].instruction.call_with and filling in their choice.",
+	"Do NOT auto-confirm any human gate. The user must decide.",
+	"Do NOT ask the user for permission between steps unless the system tells you to.",
+	"When next_actions names advance_run, call it: the engine owes steps it runs when you call advance_run.",
+}
+
+// concurrencyRules are always appended (their original text is not
+// published; these say the same in the same voice).
+var concurrencyRules = []string{
+	"If a reply says a step is in flight elsewhere, another attempt holds it: wait for it, then call get_run_state; do not call the step again.",
+	"If a reply says a step has already completed, its answer was recorded by another attempt: do not send it again; follow next_actions.",
+}
+
+// GetWorkflowProtocol describes a workflow for an assistant.
+func (e *Engine) GetWorkflowProtocol(ctx context.Context, req *realmv1.GetWorkflowProtocolRequest) (*realmv1.GetWorkflowProtocolResponse, error) {
+	c, err := e.definition(ctx, req.GetWorkflowId())
+	if err != nil {
+		if _, ok := err.(*errWorkflowMissing); ok {
+			return nil, errcode.New(errcode.StateWorkflowNotFound, "Workflow not found: "+req.GetWorkflowId())
+		}
+		return nil, err
+	}
+	d := c.Def
+	quick := fmt.Sprintf("Call start_run with workflow_id '%s'. The engine runs the steps it owns and returns control at the first step requiring agent action; when next_actions names advance_run, call it. Follow the next_action in each response until the workflow completes.", d.ID)
+	rules := defaultRules
+	if d.Protocol != nil {
+		if d.Protocol.QuickStart != "" {
+			quick = d.Protocol.QuickStart
+		}
+		if len(d.Protocol.Rules) > 0 {
+			rules = d.Protocol.Rules
+		}
+	}
+	allRules := append(append([]any{}, toAny(rules)...), toAny(concurrencyRules)...)
+	steps := []any{}
+	agentSteps := 0
+	for _, s := range d.Ordered() {
+		m := map[string]any{"id": s.Name, "description": s.Description, "execution": string(s.Execution)}
+		switch s.Execution {
+		case workflow.KindAgent:
+			agentSteps++
+			m["agent_involvement"] = "You perform this step and submit its output with execute_step."
+		case workflow.KindAuto:
+			m["agent_involvement"] = "The engine runs this step; you do not call it."
+		case workflow.KindGuard:
+			m["agent_involvement"] = "The engine checks this condition; you do not call it."
+		case workflow.KindFinalizer:
+			m["agent_involvement"] = "The engine runs this cleanup after the run ends."
+		}
+		if s.InputSchema != nil {
+			m["input_schema"] = s.InputSchema
+		}
+		if len(s.DependsOn) > 0 {
+			m["depends_on"] = toAny(s.DependsOn)
+		}
+		if s.Gated() {
+			m["possible_gate"] = true
+		}
+		if s.AgentProfile != "" {
+			if text, ok := d.ResolvedProfiles[s.AgentProfile]; ok {
+				m["agent_profile_instructions"] = text
+			}
+		}
+		steps = append(steps, m)
+	}
+	p := map[string]any{
+		"workflow_id":         d.ID,
+		"name":                d.Name,
+		"quick_start":         quick,
+		"rules":               allRules,
+		"steps":               steps,
+		"agent_steps_summary": fmt.Sprintf("You perform %d of the %d steps; the engine runs the rest.", agentSteps, len(d.Steps)),
+		"error_handling": map[string]any{
+			"provide_input":        "Correct the input and call the step again. error_details says what was wrong.",
+			"resolve_precondition": "Do what next_actions names instead.",
+			"report_to_user":       "Show the error to the person and wait for guidance.",
+			"wait_for_human":       "Show the error to the person and wait until they say the outside problem is fixed.",
+			"wait_and_proceed":     "Wait retry_after seconds, then follow next_actions.",
+			"stop":                 "Make no further calls for this run.",
+		},
+	}
+	if d.Description != "" {
+		p["description"] = d.Description
+	}
+	return &realmv1.GetWorkflowProtocolResponse{Protocol: toStruct(p)}, nil
+}
+
+func toAny(xs []string) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}
+
+// ListRuns pages through the run index, newest first.
+func (e *Engine) ListRuns(ctx context.Context, req *realmv1.ListRunsRequest) (*realmv1.ListRunsResponse, error) {
+	limit := int(req.GetLimit())
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	resp := &realmv1.ListRunsResponse{}
+	cursor := req.GetPageToken()
+	for len(resp.Runs) < limit {
+		page, err := e.st.ListRuns(ctx, store.ListFilter{Limit: limit, Cursor: cursor})
+		if err != nil {
+			return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to list runs: "+err.Error())
+		}
+		for _, id := range page.RunIDs {
+			t, err := e.read(ctx, id)
+			if err != nil {
+				continue // purged between the index read and this one
+			}
+			if req.GetWorkflowId() != "" && t.run.WorkflowID != req.GetWorkflowId() {
+				continue
+			}
+			if req.GetPhase() != realmv1.RunPhase_RUN_PHASE_UNSPECIFIED && phaseEnum(t.run.Phase()) != req.GetPhase() {
+				continue
+			}
+			resp.Runs = append(resp.Runs, &realmv1.RunSummary{
+				RunId: t.run.ID, WorkflowId: t.run.WorkflowID, RunPhase: phaseEnum(t.run.Phase()),
+				CreatedAt: timestamp(t.run.CreatedAt), UpdatedAt: timestamp(t.run.UpdatedAt), LastStep: t.run.LastStep,
+			})
+		}
+		cursor = page.Next
+		if cursor == "" {
+			break
+		}
+	}
+	resp.NextPageToken = cursor
+	return resp, nil
+}

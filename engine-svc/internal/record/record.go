@@ -1,0 +1,376 @@
+// Package record holds the run record: the small JSON document kept per run
+// (its step lists, claims, seal, open gate) and the evidence entries appended
+// beside it. Step outputs are kept apart from the document (one hash field
+// per step) so the document stays small as a run grows.
+//
+// The phase is derived from the record, never trusted from run_phase
+// (run-record spec §5.1); Phase() is that derivation.
+package record
+
+import (
+	"slices"
+	"time"
+)
+
+// Phases.
+const (
+	PhaseRunning     = "running"
+	PhaseGateWaiting = "gate_waiting"
+	PhaseCompleted   = "completed"
+	PhaseFailed      = "failed"
+	PhaseAborted     = "aborted"
+	PhaseAbandoned   = "abandoned"
+)
+
+// Seal arms (run-record spec §5.2) and the phase each ends in.
+var ArmPhase = map[string]string{
+	"complete":                 PhaseCompleted,
+	"gate_resolution_complete": PhaseCompleted,
+	"guard_pass_complete":      PhaseCompleted,
+	"gate_expiry_default":      PhaseCompleted,
+	"step_failure":             PhaseFailed,
+	"guard_resolution_error":   PhaseFailed,
+	"spawn_failure":            PhaseFailed,
+	"extensions_load_failure":  PhaseFailed,
+	"handler_abort":            PhaseAborted,
+	"guard_abort":              PhaseAborted,
+	"gate_expiry_abort":        PhaseAborted,
+	"abandon_requested":        PhaseAbandoned,
+	"cleanup_sweep":            PhaseAbandoned,
+}
+
+// TimeFormat is how every time in a record is written: UTC with milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z"
+
+// FormatTime writes t as the record does.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// ParseTime reads a record time; the zero time when empty or malformed.
+func ParseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// Run is the run document.
+type Run struct {
+	ID              string         `json:"id"`
+	WorkflowID      string         `json:"workflow_id"`
+	WorkflowVersion float64        `json:"workflow_version"`
+	Params          map[string]any `json:"params"`
+	CreatedAt       string         `json:"created_at"`
+	UpdatedAt       string         `json:"updated_at"`
+	// Version is run_version: it rises by one on every write.
+	Version        int64  `json:"version"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	RerunOf        string `json:"rerun_of,omitempty"`
+	ParentRunID    string `json:"parent_run_id,omitempty"`
+
+	CompletedSteps       []string                    `json:"completed_steps"`
+	InProgressSteps      []string                    `json:"in_progress_steps"`
+	FailedSteps          []string                    `json:"failed_steps"`
+	SkippedSteps         []string                    `json:"skipped_steps"`
+	SkipDetails          map[string]*SkipDetail      `json:"skip_details,omitempty"`
+	Claims               map[string]*Claim           `json:"claims,omitempty"`
+	Settled              map[string]*Settled         `json:"settled,omitempty"`
+	CapabilityBlocks     map[string]map[string]any   `json:"capability_blocks,omitempty"`
+	ValidationRejections map[string]int              `json:"validation_rejections,omitempty"`
+	DefaultedSteps       []string                    `json:"defaulted_steps,omitempty"`
+	PendingGate          *PendingGate                `json:"pending_gate,omitempty"`
+	StepErrors           map[string]string           `json:"step_errors,omitempty"`
+	FinalizerLedger      map[string]*FinalizerStatus `json:"finalizer_ledger,omitempty"`
+
+	RunPhase       string     `json:"run_phase"`
+	TerminalState  bool       `json:"terminal_state"`
+	TerminalReason string     `json:"terminal_reason,omitempty"`
+	SealedBy       *Seal      `json:"sealed_by,omitempty"`
+	AbortedAt      *AbortedAt `json:"aborted_at,omitempty"`
+	AbandonedAt    string     `json:"abandoned_at,omitempty"`
+
+	// EvidenceCount and LastStep mirror the evidence list, so readers of
+	// the document need not read the list.
+	EvidenceCount int64  `json:"evidence_count"`
+	LastStep      string `json:"last_step,omitempty"`
+}
+
+// SkipDetail says why a step was skipped (run-record spec §4.5).
+type SkipDetail struct {
+	Kind         string `json:"kind"`
+	Expression   string `json:"expression,omitempty"`
+	Leaves       []Leaf `json:"leaves,omitempty"`
+	Rule         string `json:"rule,omitempty"`
+	BlockingDeps []Dep  `json:"blocking_deps,omitempty"`
+	GateID       string `json:"gate_id,omitempty"`
+}
+
+// Leaf is one evaluated condition.
+type Leaf struct {
+	Leaf          string `json:"leaf"`
+	LHSPresent    bool   `json:"lhs_present"`
+	ResolvedValue any    `json:"resolved_value"`
+	Passed        bool   `json:"passed"`
+}
+
+// Dep is a dependency and the state that decided a trigger rule.
+type Dep struct {
+	Step  string `json:"step"`
+	State string `json:"state"`
+}
+
+// Claim is the mark on a step in progress (run-record spec §6).
+type Claim struct {
+	Token    string  `json:"token"`
+	Deadline *string `json:"deadline"`
+	Holder   *Holder `json:"holder,omitempty"`
+	Since    string  `json:"since,omitempty"`
+}
+
+// Holder is the program that took a step.
+type Holder struct {
+	By       string `json:"by,omitempty"`
+	BySource string `json:"by_source,omitempty"`
+	Channel  string `json:"channel,omitempty"`
+}
+
+// Settled records how a step settled (run-record spec §4.2).
+type Settled struct {
+	Token      *string `json:"token"`
+	Outcome    string  `json:"outcome"`
+	Choice     string  `json:"choice,omitempty"`
+	ResolvedBy string  `json:"resolved_by,omitempty"`
+}
+
+// PendingGate is the open gate (run-record spec §4.1).
+type PendingGate struct {
+	GateID             string            `json:"gate_id"`
+	StepName           string            `json:"step_name"`
+	Preview            any               `json:"preview"`
+	Choices            []string          `json:"choices"`
+	OpenedAt           string            `json:"opened_at"`
+	Owner              string            `json:"owner,omitempty"`
+	ResolvedMessage    string            `json:"resolved_message,omitempty"`
+	ResolutionMessages map[string]string `json:"resolution_messages,omitempty"`
+	ExpiresAt          string            `json:"expires_at,omitempty"`
+	OnExpiry           string            `json:"on_expiry,omitempty"`
+	DefaultChoice      string            `json:"default_choice,omitempty"`
+	ReminderSeconds    int               `json:"reminder_seconds,omitempty"`
+	ReminderMax        int               `json:"reminder_max,omitempty"`
+}
+
+// Seal is the machine-readable ending of a run.
+type Seal struct {
+	Arm        string `json:"arm"`
+	Step       string `json:"step,omitempty"`
+	Classified bool   `json:"classified,omitempty"`
+}
+
+// AbortedAt records a guard or handler abort.
+type AbortedAt struct {
+	StepID       string          `json:"step_id"`
+	Conditions   []ConditionEval `json:"conditions,omitempty"`
+	AbortMessage string          `json:"abort_message,omitempty"`
+}
+
+// ConditionEval is a guard condition as recorded in its output.
+type ConditionEval struct {
+	Condition     string `json:"condition"`
+	ResolvedValue any    `json:"resolved_value"`
+	Passed        bool   `json:"passed"`
+}
+
+// FinalizerStatus is a finalizer's ledger entry.
+type FinalizerStatus struct {
+	Status        string `json:"status"`
+	Rank          int    `json:"rank"`
+	LeaseToken    string `json:"lease_token,omitempty"`
+	LeaseDeadline string `json:"lease_deadline,omitempty"`
+}
+
+// Entry is one evidence entry (run-record spec §3).
+type Entry struct {
+	StepID          string         `json:"step_id"`
+	Kind            string         `json:"kind,omitempty"`
+	Status          string         `json:"status"`
+	StartedAt       string         `json:"started_at"`
+	CompletedAt     string         `json:"completed_at"`
+	DurationMS      int64          `json:"duration_ms"`
+	Attempt         int            `json:"attempt,omitempty"`
+	InputSummary    any            `json:"input_summary"`
+	ResolvedParams  any            `json:"resolved_params,omitempty"`
+	OutputSummary   any            `json:"output_summary"`
+	OutputSource    string         `json:"output_source,omitempty"`
+	EvidenceHash    string         `json:"evidence_hash"`
+	Error           string         `json:"error,omitempty"`
+	Warn            string         `json:"warn,omitempty"`
+	Diagnostics     map[string]any `json:"diagnostics,omitempty"`
+	GateMessage     string         `json:"gate_message,omitempty"`
+	RespondedBy     string         `json:"responded_by,omitempty"`
+	DrivenBy        *Holder        `json:"driven_by,omitempty"`
+	ClaimProof      map[string]any `json:"claim_proof,omitempty"`
+	Resolution      string         `json:"resolution,omitempty"`
+	Trace           []any          `json:"trace,omitempty"`
+	EffectiveTimeut int            `json:"effective_timeout_seconds,omitempty"`
+}
+
+// Terminal phases.
+func IsTerminalPhase(p string) bool {
+	switch p {
+	case PhaseCompleted, PhaseFailed, PhaseAborted, PhaseAbandoned:
+		return true
+	}
+	return false
+}
+
+// Phase derives the run's phase from the record (run-record spec §5.1).
+func (r *Run) Phase() string {
+	if r.AbandonedAt != "" {
+		return PhaseAbandoned
+	}
+	if r.SealedBy != nil {
+		if p, ok := ArmPhase[r.SealedBy.Arm]; ok {
+			return p
+		}
+	}
+	if r.TerminalState {
+		switch {
+		case r.AbortedAt != nil:
+			return PhaseAborted
+		case len(r.FailedSteps) > 0:
+			return PhaseFailed
+		default:
+			return PhaseCompleted
+		}
+	}
+	if r.PendingGate != nil {
+		return PhaseGateWaiting
+	}
+	return PhaseRunning
+}
+
+// Terminal reports whether the run has ended.
+func (r *Run) Terminal() bool { return IsTerminalPhase(r.Phase()) }
+
+// Step states within a run.
+const (
+	StatePending    = "pending"
+	StateInProgress = "in_progress"
+	StateCompleted  = "completed"
+	StateFailed     = "failed"
+	StateSkipped    = "skipped"
+)
+
+// StateOf returns the state of a step.
+func (r *Run) StateOf(step string) string {
+	switch {
+	case slices.Contains(r.CompletedSteps, step):
+		return StateCompleted
+	case slices.Contains(r.FailedSteps, step):
+		return StateFailed
+	case slices.Contains(r.SkippedSteps, step):
+		return StateSkipped
+	case slices.Contains(r.InProgressSteps, step):
+		return StateInProgress
+	}
+	return StatePending
+}
+
+// Settled reports whether a step has completed, failed or been skipped.
+func (r *Run) IsSettled(step string) bool {
+	switch r.StateOf(step) {
+	case StateCompleted, StateFailed, StateSkipped:
+		return true
+	}
+	return false
+}
+
+func remove(list []string, s string) []string {
+	return slices.DeleteFunc(list, func(x string) bool { return x == s })
+}
+
+func add(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}
+
+// MarkInProgress claims a step.
+func (r *Run) MarkInProgress(step string, c *Claim) {
+	r.InProgressSteps = add(r.InProgressSteps, step)
+	if r.Claims == nil {
+		r.Claims = map[string]*Claim{}
+	}
+	r.Claims[step] = c
+}
+
+// MarkCompleted settles a step as completed, releasing its claim.
+func (r *Run) MarkCompleted(step string, s *Settled) {
+	r.release(step)
+	r.CompletedSteps = add(r.CompletedSteps, step)
+	r.settle(step, s)
+}
+
+// MarkFailed settles a step as failed.
+func (r *Run) MarkFailed(step, msg string, s *Settled) {
+	r.release(step)
+	r.FailedSteps = add(r.FailedSteps, step)
+	if r.StepErrors == nil {
+		r.StepErrors = map[string]string{}
+	}
+	r.StepErrors[step] = msg
+	r.settle(step, s)
+}
+
+// MarkSkipped settles a step as skipped.
+func (r *Run) MarkSkipped(step string, d *SkipDetail) {
+	r.release(step)
+	r.SkippedSteps = add(r.SkippedSteps, step)
+	if r.SkipDetails == nil {
+		r.SkipDetails = map[string]*SkipDetail{}
+	}
+	r.SkipDetails[step] = d
+}
+
+func (r *Run) release(step string) {
+	r.InProgressSteps = remove(r.InProgressSteps, step)
+	delete(r.Claims, step)
+}
+
+func (r *Run) settle(step string, s *Settled) {
+	if s == nil {
+		return
+	}
+	if r.Settled == nil {
+		r.Settled = map[string]*Settled{}
+	}
+	r.Settled[step] = s
+}
+
+// Seal ends the run with an arm.
+func (r *Run) Seal(arm, step, reason string) {
+	r.SealedBy = &Seal{Arm: arm, Step: step}
+	r.TerminalState = true
+	r.TerminalReason = reason
+	r.RunPhase = r.Phase()
+}
+
+// Normalize gives nil lists their empty form so the JSON always has them.
+func (r *Run) Normalize() {
+	if r.CompletedSteps == nil {
+		r.CompletedSteps = []string{}
+	}
+	if r.InProgressSteps == nil {
+		r.InProgressSteps = []string{}
+	}
+	if r.FailedSteps == nil {
+		r.FailedSteps = []string{}
+	}
+	if r.SkippedSteps == nil {
+		r.SkippedSteps = []string{}
+	}
+	if r.Params == nil {
+		r.Params = map[string]any{}
+	}
+}

@@ -1,0 +1,141 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+// tenSteps is a chain of ten agent steps, each with a small schema.
+func tenSteps() []byte {
+	var b strings.Builder
+	b.WriteString("id: bench\nname: Bench\nversion: 1\nsteps:\n")
+	for i := 1; i <= 10; i++ {
+		fmt.Fprintf(&b, "  s%d:\n    description: Step %d.\n    execution: agent\n", i, i)
+		if i > 1 {
+			fmt.Fprintf(&b, "    depends_on: [s%d]\n", i-1)
+		}
+		b.WriteString("    input_schema:\n      type: object\n      required: [n]\n      properties:\n        n: { type: integer }\n        note: { type: string }\n")
+	}
+	return []byte(b.String())
+}
+
+// BenchmarkTransitions measures the engine through gRPC on real Redis:
+// step transitions (an accepted agent answer) per second, p50/p99 latency,
+// allocations and Redis round trips per transition, with 1 and 32 runs
+// driven at once; and, in the same run, the physical floor: a bare Lua
+// compare-and-set of a document of the same size.
+func BenchmarkTransitions(b *testing.B) {
+	for _, runs := range []int{1, 32} {
+		b.Run(fmt.Sprintf("engine/runs=%d", runs), func(b *testing.B) { benchEngine(b, runs) })
+		b.Run(fmt.Sprintf("bare_cas/runs=%d", runs), func(b *testing.B) { benchBareCAS(b, runs) })
+	}
+}
+
+func benchEngine(b *testing.B, workers int) {
+	e := setup(b, "redis")
+	if r := e.register(b, tenSteps()); !r.GetRegistered() {
+		b.Fatal(r.GetReport().GetText())
+	}
+	c := context.Background()
+	// Create every run before the clock starts: only transitions are timed.
+	nRuns := b.N/10 + workers + 1
+	runIDs := make([]string, nRuns)
+	for i := range runIDs {
+		resp, err := e.client.StartRun(c, &realmv1.StartRunRequest{WorkflowId: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runIDs[i] = resp.GetReply().GetRunId()
+	}
+	var next atomic.Int64 // next run to take
+	var done atomic.Int64 // transitions made
+	lat := make([][]time.Duration, workers)
+	answer := params(b, map[string]any{"n": 1, "note": "fine"})
+	e.counter.Reset()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				run := runIDs[next.Add(1)-1]
+				for i := 1; i <= 10; i++ {
+					if done.Add(1) > int64(b.N) {
+						return
+					}
+					t0 := time.Now()
+					resp, err := e.client.ExecuteStep(c, &realmv1.ExecuteStepRequest{RunId: run, Command: "s" + strconv.Itoa(i), Params: answer})
+					lat[w] = append(lat[w], time.Since(t0))
+					if err != nil || resp.GetReply().GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK {
+						b.Errorf("step s%d: %v %v", i, err, resp.GetReply())
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	}
+	b.ReportMetric(float64(e.counter.Count())/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transitions/s")
+	// The document size the floor is measured with.
+	if doc, err := e.st.LoadRun(c, runIDs[0]); err == nil {
+		b.ReportMetric(float64(len(doc.Doc)), "doc-bytes")
+	}
+}
+
+// benchBareCAS is the floor: each worker compare-and-sets its own key with
+// a script that only checks and writes the version and a 1,200-byte
+// document (the size of a finished ten-step run's document).
+func benchBareCAS(b *testing.B, workers int) {
+	e := setup(b, "redis")
+	c := context.Background()
+	script := redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'v') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'doc', ARGV[3])
+return 1`)
+	doc := strings.Repeat("x", 1200)
+	var done atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("%s:{b%d}:bare", e.prefix, w)
+			v := 0
+			e.rc.HSet(c, key, "v", "0")
+			for done.Add(1) <= int64(b.N) {
+				ok, err := script.Run(c, e.rc, []string{key}, strconv.Itoa(v), strconv.Itoa(v+1), doc).Int()
+				if err != nil || ok != 1 {
+					b.Errorf("cas: %v %d", err, ok)
+					return
+				}
+				v++
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transitions/s")
+}

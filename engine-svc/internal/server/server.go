@@ -1,0 +1,119 @@
+// Package server is engine-svc's gRPC face: it checks a request's shape,
+// calls the engine, and maps errors to gRPC status through the error
+// catalogue (the code travels in status details, never in the message).
+package server
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/realm-go/realm/engine-svc/internal/engine"
+	"github.com/realm-go/realm/pkg/errcode"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+// Server implements realmv1.EngineServiceServer.
+type Server struct {
+	realmv1.UnimplementedEngineServiceServer
+	e *engine.Engine
+}
+
+// New returns a Server over an engine.
+func New(e *engine.Engine) *Server { return &Server{e: e} }
+
+// grpcErr maps an engine error to a gRPC status error.
+func grpcErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errcode.ToStatus(err).Err()
+}
+
+func required(name, v string) error {
+	if v == "" {
+		return status.Errorf(codes.InvalidArgument, "%s is required", name)
+	}
+	return nil
+}
+
+func (s *Server) ValidateWorkflow(ctx context.Context, req *realmv1.ValidateWorkflowRequest) (*realmv1.ValidateWorkflowResponse, error) {
+	resp, err := s.e.ValidateWorkflow(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) RegisterWorkflow(ctx context.Context, req *realmv1.RegisterWorkflowRequest) (*realmv1.RegisterWorkflowResponse, error) {
+	resp, err := s.e.RegisterWorkflow(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) ListWorkflows(ctx context.Context, req *realmv1.ListWorkflowsRequest) (*realmv1.ListWorkflowsResponse, error) {
+	resp, err := s.e.ListWorkflows(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) GetWorkflowProtocol(ctx context.Context, req *realmv1.GetWorkflowProtocolRequest) (*realmv1.GetWorkflowProtocolResponse, error) {
+	if err := required("workflow_id", req.GetWorkflowId()); err != nil {
+		return nil, err
+	}
+	resp, err := s.e.GetWorkflowProtocol(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) StartRun(ctx context.Context, req *realmv1.StartRunRequest) (*realmv1.StartRunResponse, error) {
+	if err := required("workflow_id", req.GetWorkflowId()); err != nil {
+		return nil, err
+	}
+	r, err := s.e.StartRun(ctx, req)
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return &realmv1.StartRunResponse{Reply: r}, nil
+}
+
+func (s *Server) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepRequest) (*realmv1.ExecuteStepResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	if err := required("command", req.GetCommand()); err != nil {
+		return nil, err
+	}
+	r, err := s.e.ExecuteStep(ctx, req)
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return &realmv1.ExecuteStepResponse{Reply: r}, nil
+}
+
+func (s *Server) AdvanceRun(ctx context.Context, req *realmv1.AdvanceRunRequest) (*realmv1.AdvanceRunResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	r, err := s.e.AdvanceRun(ctx, req)
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return &realmv1.AdvanceRunResponse{Reply: r}, nil
+}
+
+func (s *Server) GetRunState(ctx context.Context, req *realmv1.GetRunStateRequest) (*realmv1.GetRunStateResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	resp, err := s.e.GetRunState(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) AbandonRun(ctx context.Context, req *realmv1.AbandonRunRequest) (*realmv1.AbandonRunResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	resp, err := s.e.AbandonRun(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) ListRuns(ctx context.Context, req *realmv1.ListRunsRequest) (*realmv1.ListRunsResponse, error) {
+	resp, err := s.e.ListRuns(ctx, req)
+	return resp, grpcErr(err)
+}

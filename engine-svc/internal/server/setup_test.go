@@ -1,0 +1,93 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/realm-go/realm/engine-svc/internal/engine"
+	"github.com/realm-go/realm/engine-svc/internal/server"
+	"github.com/realm-go/realm/engine-svc/internal/store"
+	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+// backends are the two stores every engine test runs against.
+var backends = []string{"redis", "miniredis"}
+
+type env struct {
+	client  realmv1.EngineServiceClient
+	counter *store.RoundTripCounter
+	st      *store.Redis
+	rc      *redis.Client
+	prefix  string
+}
+
+// setup starts an engine over a store of the given kind, serves it with
+// real gRPC on a loopback socket, and returns a client.
+func setup(t testing.TB, backend string) *env {
+	t.Helper()
+	var rc *redis.Client
+	prefix := "realm"
+	switch backend {
+	case "redis":
+		rc = storetest.ConnectRedis(t)
+		prefix = storetest.UniquePrefix(t)
+		storetest.CleanupPrefix(t, prefix)
+	default:
+		m := miniredis.RunT(t)
+		rc = redis.NewClient(&redis.Options{Addr: m.Addr()})
+	}
+	counter := &store.RoundTripCounter{}
+	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16, Counter: counter})
+	eng := engine.New(engine.Options{Store: st})
+	gs := grpc.NewServer()
+	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		gs.Stop()
+		st.Close()
+	})
+	return &env{client: realmv1.NewEngineServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix}
+}
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// register registers a workflow file from testdata (or literal YAML).
+func (e *env) register(t testing.TB, yaml []byte) *realmv1.RegisterWorkflowResponse {
+	t.Helper()
+	resp, err := e.client.RegisterWorkflow(ctx(t), &realmv1.RegisterWorkflowRequest{Source: &realmv1.WorkflowSource{Yaml: yaml, Path: "workflow.yaml"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func readFile(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

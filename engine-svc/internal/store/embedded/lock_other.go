@@ -1,0 +1,7 @@
+//go:build !unix
+
+package embedded
+
+// lockDir is a no-op where flock is unavailable: do not open one data
+// directory from two processes there.
+func lockDir(string) (func(), error) { return func() {}, nil }

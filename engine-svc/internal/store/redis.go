@@ -1,0 +1,544 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrInvalid wraps every refusal of a malformed argument (empty run id, a
+// change that does not raise the version, …). It is never a conflict.
+var ErrInvalid = errors.New("store: invalid argument")
+
+// ErrBucketMismatch is returned when a store is opened with a bucket count
+// other than the one persisted when the store was created: run keys would
+// hash to different buckets and every existing run would vanish.
+var ErrBucketMismatch = errors.New("store: bucket count differs from the stored one")
+
+// DefaultBuckets is the bucket count of a new store when Options leaves it 0.
+const DefaultBuckets = 256
+
+// MaxBuckets bounds Options.Buckets; Redis Cluster has 16384 slots, so more
+// buckets than that cannot spread any further.
+const MaxBuckets = 16384
+
+// loadAttempts is how many reads LoadRun makes of a run that keeps changing
+// under it; the last one is atomic (MULTI/EXEC).
+const loadAttempts = 3
+
+// Options configure a Redis store.
+type Options struct {
+	// Buckets is the number of run buckets (default 256). It is fixed when a
+	// store is created: the first use persists it at <Prefix>:meta, and a
+	// store opened later with a different count is refused.
+	Buckets int
+	// Prefix starts every key (default "realm").
+	Prefix string
+	// IdemTTL is the default lifetime of an idempotency key whose Change
+	// leaves IdemTTL 0. Zero keeps keys forever; a negative Change.IdemTTL
+	// keeps that key forever whatever the default.
+	IdemTTL time.Duration
+	// RunIndexes names the bucket indexes whose members are run ids;
+	// DeleteRun removes the run from each. "index" is always included.
+	RunIndexes []string
+	// Counter, when set, is installed as a hook on the client so callers
+	// can count round trips (see RoundTripCounter).
+	Counter *RoundTripCounter
+	// Now is the clock for workflow registration times (default time.Now).
+	Now func() time.Time
+}
+
+// Redis is the Store on Redis (standalone, Sentinel or Cluster through
+// redis.UniversalClient, or the embedded server). It owns the client: Close
+// closes it.
+type Redis struct {
+	c          redis.UniversalClient
+	buckets    int
+	prefix     string
+	idemTTL    time.Duration
+	runIndexes []string
+	counter    *RoundTripCounter
+	now        func() time.Time
+
+	metaMu  sync.Mutex
+	metaOK  bool
+	metaErr error // permanent (mismatch or corrupt meta); network errors are retried
+}
+
+var _ Store = (*Redis)(nil)
+
+// NewRedis returns a store on client. It does no I/O: the bucket count is
+// checked on first use (or by Check).
+func NewRedis(client redis.UniversalClient, opts Options) *Redis {
+	r := &Redis{
+		c:       client,
+		buckets: opts.Buckets,
+		prefix:  opts.Prefix,
+		idemTTL: opts.IdemTTL,
+		counter: opts.Counter,
+		now:     opts.Now,
+	}
+	if r.buckets <= 0 {
+		r.buckets = DefaultBuckets
+	}
+	if r.prefix == "" {
+		r.prefix = "realm"
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	r.runIndexes = []string{"index"}
+	for _, ix := range opts.RunIndexes {
+		if ix != "index" && validName(ix) == nil {
+			r.runIndexes = append(r.runIndexes, ix)
+		}
+	}
+	if r.buckets > MaxBuckets {
+		r.metaErr = fmt.Errorf("%w: %d buckets (max %d)", ErrInvalid, r.buckets, MaxBuckets)
+	}
+	if r.counter != nil {
+		client.AddHook(r.counter)
+	}
+	return r
+}
+
+// Buckets returns the store's bucket count.
+func (r *Redis) Buckets() int { return r.buckets }
+
+// Prefix returns the key prefix.
+func (r *Redis) Prefix() string { return r.prefix }
+
+// Client returns the underlying client (for benchmarks and tools).
+func (r *Redis) Client() redis.UniversalClient { return r.c }
+
+// Counter returns the round-trip counter installed by Options.Counter, or nil.
+func (r *Redis) Counter() *RoundTripCounter { return r.counter }
+
+// Check persists or verifies the bucket count and loads the scripts, so the
+// first real call costs exactly its own round trip. Calling it is optional:
+// every operation checks the bucket count on first use.
+func (r *Redis) Check(ctx context.Context) error {
+	if err := r.ensureMeta(ctx); err != nil {
+		return err
+	}
+	for _, s := range []*redis.Script{commitScript, deleteScript, putWorkflowScript} {
+		if err := s.Load(ctx, r.c).Err(); err != nil {
+			return fmt.Errorf("store: load script: %w", err)
+		}
+	}
+	return nil
+}
+
+// ensureMeta persists the bucket count on first use, or refuses a store
+// whose persisted count differs.
+func (r *Redis) ensureMeta(ctx context.Context) error {
+	r.metaMu.Lock()
+	defer r.metaMu.Unlock()
+	if r.metaErr != nil {
+		return r.metaErr
+	}
+	if r.metaOK {
+		return nil
+	}
+	key := r.prefix + ":meta"
+	var got *redis.StringCmd
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSetNX(ctx, key, "buckets", r.buckets)
+		got = p.HGet(ctx, key, "buckets")
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: read %s: %w", key, err)
+	}
+	n, err := strconv.Atoi(got.Val())
+	if err != nil {
+		r.metaErr = fmt.Errorf("store: %s buckets is %q, not a number", key, got.Val())
+		return r.metaErr
+	}
+	if n != r.buckets {
+		r.metaErr = fmt.Errorf("%w: %s says %d, opened with %d", ErrBucketMismatch, key, n, r.buckets)
+		return r.metaErr
+	}
+	r.metaOK = true
+	return nil
+}
+
+// Bucket returns the bucket of a run id: FNV-1a (32-bit) of the id mod buckets.
+func Bucket(runID string, buckets int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(runID))
+	return int(h.Sum32() % uint32(buckets))
+}
+
+// KeyHash is the hex SHA-256 of an idempotency key, as it appears in the
+// key's Redis name.
+func KeyHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// BucketForKey returns the bucket of an idempotency key: FNV-1a of its
+// KeyHash mod buckets.
+func BucketForKey(key string, buckets int) int {
+	return Bucket(KeyHash(key), buckets)
+}
+
+// BucketOf returns the bucket of a run id in this store.
+func (r *Redis) BucketOf(runID string) int { return Bucket(runID, r.buckets) }
+
+// BucketForKey returns the bucket of an idempotency key in this store.
+func (r *Redis) BucketForKey(key string) int { return BucketForKey(key, r.buckets) }
+
+func (r *Redis) tag(bucket int) string {
+	return r.prefix + ":{b" + strconv.Itoa(bucket) + "}:"
+}
+
+// RunKey is the hash holding a run's version and document.
+func (r *Redis) RunKey(runID string) string { return r.tag(r.BucketOf(runID)) + "run:" + runID }
+
+// OutputsKey is the hash of a run's step outputs.
+func (r *Redis) OutputsKey(runID string) string { return r.RunKey(runID) + ":out" }
+
+// EvidenceKey is the list of a run's evidence entries.
+func (r *Redis) EvidenceKey(runID string) string { return r.RunKey(runID) + ":ev" }
+
+// IdemKeyName is the string holding the run id an idempotency key points at.
+func (r *Redis) IdemKeyName(key string) string {
+	h := KeyHash(key)
+	return r.tag(Bucket(h, r.buckets)) + "idem:" + h
+}
+
+// IndexKey is a bucket's sorted set called name.
+func (r *Redis) IndexKey(bucket int, name string) string { return r.tag(bucket) + name }
+
+func (r *Redis) wfKey(id string) string { return r.prefix + ":wf:" + id }
+func (r *Redis) wfSetKey() string       { return r.prefix + ":workflows" }
+
+// validRunID refuses ids that would break the key layout: a ':' would let
+// one run's id name another run's outputs or evidence key.
+func validRunID(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty run id", ErrInvalid)
+	}
+	if strings.ContainsAny(id, ":{}") {
+		return fmt.Errorf("%w: run id %q contains ':', '{' or '}'", ErrInvalid, id)
+	}
+	return nil
+}
+
+func validName(name string) error {
+	if name == "" || strings.ContainsAny(name, ":{}") {
+		return fmt.Errorf("%w: index name %q is empty or contains ':', '{' or '}'", ErrInvalid, name)
+	}
+	return nil
+}
+
+// NewRunID returns a random UUID v4. With a key it draws until the id falls
+// in the key's bucket (about Buckets draws), so the create script's keys
+// share one Cluster slot.
+func (r *Redis) NewRunID(key string) string {
+	if key == "" {
+		return uuid.NewString()
+	}
+	want := r.BucketForKey(key)
+	for {
+		id := uuid.NewString()
+		if r.BucketOf(id) == want {
+			return id
+		}
+	}
+}
+
+// LoadRun reads a run's version, document, outputs and evidence length in
+// one pipelined round trip. The pipeline reads the version first and last;
+// since every commit raises it, equal versions prove no commit interleaved
+// (a seqlock). When a hot writer keeps moving the run, the last attempt
+// reads inside MULTI/EXEC instead, which cannot tear and so always ends.
+// (Not MULTI every time: the embedded server counts EXEC as a write and
+// would snapshot after every read.)
+func (r *Redis) LoadRun(ctx context.Context, runID string) (*Snapshot, error) {
+	if err := validRunID(runID); err != nil {
+		return nil, err
+	}
+	if err := r.ensureMeta(ctx); err != nil {
+		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		snap, err := r.loadOnce(ctx, runID, attempt == loadAttempts)
+		if errors.Is(err, errTorn) {
+			continue
+		}
+		return snap, err
+	}
+}
+
+var errTorn = errors.New("store: run changed during the read")
+
+func (r *Redis) loadOnce(ctx context.Context, runID string, atomic bool) (*Snapshot, error) {
+	runKey := r.RunKey(runID)
+	var (
+		head *redis.SliceCmd
+		outs *redis.MapStringStringCmd
+		evn  *redis.IntCmd
+		tail *redis.StringCmd
+	)
+	read := func(p redis.Pipeliner) error {
+		head = p.HMGet(ctx, runKey, "v", "doc")
+		outs = p.HGetAll(ctx, runKey+":out")
+		evn = p.LLen(ctx, runKey+":ev")
+		tail = p.HGet(ctx, runKey, "v")
+		return nil
+	}
+	var err error
+	if atomic {
+		_, err = r.c.TxPipelined(ctx, read)
+	} else {
+		_, err = r.c.Pipelined(ctx, read)
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("store: load run %s: %w", runID, err)
+	}
+	vals := head.Val()
+	if len(vals) != 2 || vals[0] == nil {
+		return nil, ErrNotFound
+	}
+	vs, _ := vals[0].(string)
+	if tail.Val() != vs {
+		if atomic {
+			return nil, fmt.Errorf("store: load run %s: version moved inside MULTI", runID)
+		}
+		return nil, errTorn
+	}
+	v, err := strconv.ParseInt(vs, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("store: run %s has version %q, not a number", runID, vs)
+	}
+	doc, _ := vals[1].(string)
+	snap := &Snapshot{
+		Version:     v,
+		Doc:         []byte(doc),
+		Outputs:     make(map[string][]byte, len(outs.Val())),
+		EvidenceLen: evn.Val(),
+	}
+	for k, o := range outs.Val() {
+		snap.Outputs[k] = []byte(o)
+	}
+	return snap, nil
+}
+
+// CommitRun applies c in one script (one round trip once the script is
+// cached), or returns *ConflictError.
+func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
+	if c == nil {
+		return fmt.Errorf("%w: nil change", ErrInvalid)
+	}
+	if err := validRunID(c.RunID); err != nil {
+		return err
+	}
+	if c.ExpectVersion < -1 {
+		return fmt.Errorf("%w: expect version %d", ErrInvalid, c.ExpectVersion)
+	}
+	// LoadRun's consistency check relies on versions only ever rising.
+	if c.NewVersion <= c.ExpectVersion {
+		return fmt.Errorf("%w: new version %d does not rise above %d", ErrInvalid, c.NewVersion, c.ExpectVersion)
+	}
+	if c.Doc == nil {
+		return fmt.Errorf("%w: run %s: nil document", ErrInvalid, c.RunID)
+	}
+	bucket := r.BucketOf(c.RunID)
+	if c.IdemKey != "" && r.BucketForKey(c.IdemKey) != bucket {
+		return fmt.Errorf("%w: run %s is not in its idempotency key's bucket (use NewRunID(key))", ErrInvalid, c.RunID)
+	}
+	if err := r.ensureMeta(ctx); err != nil {
+		return err
+	}
+
+	runKey := r.RunKey(c.RunID)
+	keys := make([]string, 0, 4+len(c.Index))
+	keys = append(keys, runKey, runKey+":out", runKey+":ev")
+	var sets, dels []any
+	for step, out := range c.Outputs {
+		if out == nil {
+			dels = append(dels, step)
+		} else {
+			sets = append(sets, step, out)
+		}
+	}
+	idx := make([]any, 0, 3*len(c.Index))
+	for _, op := range c.Index {
+		if err := validName(op.Index); err != nil {
+			return err
+		}
+		keys = append(keys, r.IndexKey(bucket, op.Index))
+		if op.Remove {
+			idx = append(idx, "r", "0", op.Member)
+			continue
+		}
+		if op.Score != op.Score { // NaN: Redis would refuse it mid-script
+			return fmt.Errorf("%w: index %s score is NaN", ErrInvalid, op.Index)
+		}
+		idx = append(idx, "a", strconv.FormatFloat(op.Score, 'f', -1, 64), op.Member)
+	}
+	idemOn, ttlMS := "0", "0"
+	if c.IdemKey != "" {
+		idemOn = "1"
+		keys = append(keys, r.IdemKeyName(c.IdemKey))
+		ttl := c.IdemTTL
+		if ttl == 0 {
+			ttl = r.idemTTL
+		}
+		if ttl > 0 {
+			ttlMS = strconv.FormatInt(max(ttl.Milliseconds(), 1), 10)
+		}
+	}
+
+	args := make([]any, 0, 11+len(sets)+len(dels)+len(c.Evidence)+len(idx))
+	args = append(args,
+		strconv.FormatInt(c.ExpectVersion, 10),
+		strconv.FormatInt(c.NewVersion, 10),
+		c.Doc,
+		idemOn, c.IdemExpect, c.RunID, ttlMS,
+		len(sets)/2, len(dels), len(c.Evidence), len(c.Index),
+	)
+	args = append(args, sets...)
+	args = append(args, dels...)
+	for _, e := range c.Evidence {
+		args = append(args, e)
+	}
+	args = append(args, idx...)
+
+	res, err := commitScript.Run(ctx, r.c, keys, args...).Slice()
+	if err != nil {
+		return fmt.Errorf("store: commit run %s: %w", c.RunID, err)
+	}
+	return commitResult(c.RunID, res)
+}
+
+// commitResult turns the commit script's reply into nil or a conflict.
+func commitResult(runID string, res []any) error {
+	if len(res) == 0 {
+		return fmt.Errorf("store: commit run %s: empty script reply", runID)
+	}
+	code, _ := res[0].(int64)
+	switch {
+	case code == 1:
+		return nil
+	case code == 0 && len(res) == 2:
+		v, err := parseVersion(res[1])
+		if err != nil {
+			return fmt.Errorf("store: commit run %s: %w", runID, err)
+		}
+		return &ConflictError{Version: v}
+	case code == 2 && len(res) == 3:
+		holder, _ := res[1].(string)
+		v, err := parseVersion(res[2])
+		if err != nil {
+			return fmt.Errorf("store: commit run %s: %w", runID, err)
+		}
+		return &ConflictError{Version: v, KeyHolder: holder, OnKey: true}
+	}
+	return fmt.Errorf("store: commit run %s: unexpected script reply %v", runID, res)
+}
+
+func parseVersion(x any) (int64, error) {
+	s, _ := x.(string)
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("stored version %q is not a number", s)
+	}
+	return v, nil
+}
+
+// Evidence returns entries [start, stop] (LRANGE semantics, stop -1 = all).
+// ErrNotFound if the run does not exist.
+func (r *Redis) Evidence(ctx context.Context, runID string, start, stop int64) ([][]byte, error) {
+	if err := validRunID(runID); err != nil {
+		return nil, err
+	}
+	if err := r.ensureMeta(ctx); err != nil {
+		return nil, err
+	}
+	runKey := r.RunKey(runID)
+	var (
+		exists *redis.BoolCmd
+		rng    *redis.StringSliceCmd
+	)
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		exists = p.HExists(ctx, runKey, "v")
+		rng = p.LRange(ctx, runKey+":ev", start, stop)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: evidence of %s: %w", runID, err)
+	}
+	if !exists.Val() {
+		return nil, ErrNotFound
+	}
+	out := make([][]byte, len(rng.Val()))
+	for i, e := range rng.Val() {
+		out[i] = []byte(e)
+	}
+	return out, nil
+}
+
+// LookupKey returns the run id an idempotency key points at, "" if none.
+func (r *Redis) LookupKey(ctx context.Context, key string) (string, error) {
+	if key == "" {
+		return "", fmt.Errorf("%w: empty idempotency key", ErrInvalid)
+	}
+	if err := r.ensureMeta(ctx); err != nil {
+		return "", err
+	}
+	v, err := r.c.Get(ctx, r.IdemKeyName(key)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: lookup key: %w", err)
+	}
+	return v, nil
+}
+
+// DeleteRun removes a run's keys and its entries in Options.RunIndexes in
+// one script. Idempotency keys pointing at it are left to expire: the key
+// is only known by its hash. ErrNotFound if the run does not exist.
+func (r *Redis) DeleteRun(ctx context.Context, runID string) error {
+	if err := validRunID(runID); err != nil {
+		return err
+	}
+	if err := r.ensureMeta(ctx); err != nil {
+		return err
+	}
+	runKey := r.RunKey(runID)
+	bucket := r.BucketOf(runID)
+	keys := []string{runKey, runKey + ":out", runKey + ":ev"}
+	for _, ix := range r.runIndexes {
+		keys = append(keys, r.IndexKey(bucket, ix))
+	}
+	n, err := deleteScript.Run(ctx, r.c, keys, runID).Int64()
+	if err != nil {
+		return fmt.Errorf("store: delete run %s: %w", runID, err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Ping checks the connection.
+func (r *Redis) Ping(ctx context.Context) error {
+	return r.c.Ping(ctx).Err()
+}
+
+// Close closes the client.
+func (r *Redis) Close() error { return r.c.Close() }

@@ -1,0 +1,92 @@
+package store
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts never parse JSON: they compare and move opaque strings, so
+// they stay cheap and run the same on Redis and miniredis. Every key they
+// touch is passed in KEYS and shares the run's bucket hash tag.
+
+// commitScript is the compare-and-set of one run.
+//
+//	KEYS: run, out, ev, one key per index op (in order), idem key (when set)
+//	ARGV: 1 expect ("-1" = create), 2 new version, 3 doc,
+//	      4 idem on ("1"/"0"), 5 idem expect ("" = free), 6 run id, 7 ttl ms ("0" = none),
+//	      8 #output sets, 9 #output deletes, 10 #evidence, 11 #index ops,
+//	      then set pairs, delete fields, evidence entries, index ops (op, score, member).
+//
+// Replies {1} on success, {0, stored version or "-1"} on a version conflict,
+// {2, key holder or "", stored version or "-1"} on a key conflict.
+var commitScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], 'v')
+if ARGV[1] == '-1' then
+  if cur then return {0, cur} end
+elseif cur ~= ARGV[1] then
+  return {0, cur or '-1'}
+end
+local nSet, nDel, nEv, nIdx = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local idemKey = KEYS[4 + nIdx]
+if ARGV[4] == '1' then
+  local holder = redis.call('GET', idemKey) or ''
+  if holder ~= ARGV[5] then return {2, holder, cur or '-1'} end
+end
+
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'doc', ARGV[3])
+local i = 12
+-- batch sends n*width arguments from ARGV[i] in chunks small enough for unpack.
+local function batch(cmd, key, count)
+  local args = {}
+  for _ = 1, count do
+    args[#args + 1] = ARGV[i]
+    i = i + 1
+    if #args == 512 then
+      redis.call(cmd, key, unpack(args))
+      args = {}
+    end
+  end
+  if #args > 0 then redis.call(cmd, key, unpack(args)) end
+end
+batch('HSET', KEYS[2], nSet * 2)
+batch('HDEL', KEYS[2], nDel)
+batch('RPUSH', KEYS[3], nEv)
+for k = 1, nIdx do
+  if ARGV[i] == 'a' then
+    redis.call('ZADD', KEYS[3 + k], ARGV[i + 1], ARGV[i + 2])
+  else
+    redis.call('ZREM', KEYS[3 + k], ARGV[i + 2])
+  end
+  i = i + 3
+end
+if ARGV[4] == '1' then
+  if ARGV[7] ~= '0' then
+    redis.call('SET', idemKey, ARGV[6], 'PX', ARGV[7])
+  else
+    redis.call('SET', idemKey, ARGV[6])
+  end
+end
+return {1}
+`)
+
+// deleteScript removes a run's keys and its member in each run index.
+//
+//	KEYS: run, out, ev, run index keys…   ARGV: run id
+//
+// Replies 1 if the run existed, else 0.
+var deleteScript = redis.NewScript(`
+local existed = redis.call('EXISTS', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+for k = 4, #KEYS do
+  redis.call('ZREM', KEYS[k], ARGV[1])
+end
+return existed
+`)
+
+// putWorkflowScript allocates the next version of a workflow and stores it.
+//
+//	KEYS: wf hash   ARGV: 1 definition, 2 registered at (ms)
+//
+// Replies the new version number.
+var putWorkflowScript = redis.NewScript(`
+local n = redis.call('HINCRBY', KEYS[1], 'latest', 1)
+redis.call('HSET', KEYS[1], 'v' .. n, ARGV[1], 't' .. n, ARGV[2])
+return n
+`)

@@ -1,0 +1,507 @@
+// Package storetest is the conformance suite every store.Store must pass
+// (River-style: the store package runs it against real Redis and against
+// the embedded miniredis), plus helpers for tests and benchmarks that need
+// a real Redis.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/realm-go/realm/engine-svc/internal/store"
+)
+
+// Exercise runs the conformance suite. newStore must return an empty store
+// of its own (a fresh key prefix), cleaned up by the test.
+func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Helper()
+	tests := []struct {
+		name string
+		run  func(t *testing.T, s store.Store)
+	}{
+		{"CreateThenLoadReturnsEverythingWritten", testCreateThenLoad},
+		{"LoadOfMissingRunIsNotFound", testLoadMissing},
+		{"CreateOfExistingRunIsRefused", testCreateExisting},
+		{"CommitAtStoredVersionWinsAndStaleIsRefused", testCAS},
+		{"CommitOnMissingRunReportsMinusOne", testCommitMissing},
+		{"FiftyRacersOnOneVersionExactlyOneWins", testRace},
+		{"IdempotencyKeyIsCreateIfAbsent", testIdemCreate},
+		{"TwentyCreatorsRacingOneKeyExactlyOneWins", testIdemRace},
+		{"IdempotencyKeyMovesByCompareAndSet", testIdemMove},
+		{"OutputsAreSetAndDeleted", testOutputs},
+		{"EvidenceAppendsInOrderAndReadsRanges", testEvidence},
+		{"ListIsNewestFirstAndCursorWalksAllBuckets", testList},
+		{"ListRefusesMalformedCursor", testListBadCursor},
+		{"DeleteRemovesRunEvidenceAndIndexEntry", testDelete},
+		{"WorkflowVersionsAreAllKept", testWorkflows},
+		{"MalformedChangesAreRefusedNotConflicts", testInvalid},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			tc.run(t, s)
+		})
+	}
+}
+
+var ctx = context.Background()
+
+// create writes a new run at version 0 or fails the test.
+func create(t *testing.T, s store.Store, id string, mods ...func(*store.Change)) {
+	t.Helper()
+	c := &store.Change{RunID: id, ExpectVersion: -1, NewVersion: 0, Doc: []byte(`{"id":"` + id + `"}`)}
+	for _, m := range mods {
+		m(c)
+	}
+	if err := s.CommitRun(ctx, c); err != nil {
+		t.Fatalf("create %s: %v", id, err)
+	}
+}
+
+func load(t *testing.T, s store.Store, id string) *store.Snapshot {
+	t.Helper()
+	snap, err := s.LoadRun(ctx, id)
+	if err != nil {
+		t.Fatalf("load %s: %v", id, err)
+	}
+	return snap
+}
+
+func conflict(t *testing.T, err error) *store.ConflictError {
+	t.Helper()
+	var c *store.ConflictError
+	if !errors.As(err, &c) {
+		t.Fatalf("got %v, want *store.ConflictError", err)
+	}
+	if !store.IsConflict(err) {
+		t.Fatalf("IsConflict(%v) = false", err)
+	}
+	return c
+}
+
+func testCreateThenLoad(t *testing.T, s store.Store) {
+	id := s.NewRunID("")
+	create(t, s, id, func(c *store.Change) {
+		c.Outputs = map[string][]byte{"fetch": []byte(`{"n":1}`)}
+		c.Evidence = [][]byte{[]byte(`{"kind":"created"}`)}
+		c.Index = []store.IndexOp{{Index: "index", Member: id, Score: 1000}}
+	})
+	snap := load(t, s, id)
+	if snap.Version != 0 || string(snap.Doc) != `{"id":"`+id+`"}` || snap.EvidenceLen != 1 {
+		t.Fatalf("snapshot = v%d %s ev%d, want v0 the created doc ev1", snap.Version, snap.Doc, snap.EvidenceLen)
+	}
+	if got := string(snap.Outputs["fetch"]); got != `{"n":1}` || len(snap.Outputs) != 1 {
+		t.Fatalf("outputs = %v, want fetch only", snap.Outputs)
+	}
+}
+
+func testLoadMissing(t *testing.T, s store.Store) {
+	if _, err := s.LoadRun(ctx, s.NewRunID("")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("load of missing run: %v, want ErrNotFound", err)
+	}
+}
+
+func testCreateExisting(t *testing.T, s store.Store) {
+	id := s.NewRunID("")
+	create(t, s, id)
+	err := s.CommitRun(ctx, &store.Change{RunID: id, ExpectVersion: -1, NewVersion: 0, Doc: []byte(`{"second":true}`)})
+	if c := conflict(t, err); c.Version != 0 || c.OnKey {
+		t.Fatalf("conflict = %+v, want version 0 not on key", c)
+	}
+	if snap := load(t, s, id); bytes.Contains(snap.Doc, []byte("second")) {
+		t.Fatalf("refused create overwrote the doc: %s", snap.Doc)
+	}
+}
+
+func testCAS(t *testing.T, s store.Store) {
+	id := s.NewRunID("")
+	create(t, s, id)
+	if err := s.CommitRun(ctx, &store.Change{RunID: id, ExpectVersion: 0, NewVersion: 1, Doc: []byte(`"v1"`)}); err != nil {
+		t.Fatalf("commit at stored version: %v", err)
+	}
+	err := s.CommitRun(ctx, &store.Change{RunID: id, ExpectVersion: 0, NewVersion: 1, Doc: []byte(`"stale"`),
+		Evidence: [][]byte{[]byte("stale")}})
+	if c := conflict(t, err); c.Version != 1 {
+		t.Fatalf("stale commit reported version %d, want the stored 1", c.Version)
+	}
+	snap := load(t, s, id)
+	if snap.Version != 1 || string(snap.Doc) != `"v1"` || snap.EvidenceLen != 0 {
+		t.Fatalf("after stale commit: v%d %s ev%d, want v1 \"v1\" ev0", snap.Version, snap.Doc, snap.EvidenceLen)
+	}
+}
+
+func testCommitMissing(t *testing.T, s store.Store) {
+	err := s.CommitRun(ctx, &store.Change{RunID: s.NewRunID(""), ExpectVersion: 3, NewVersion: 4, Doc: []byte(`{}`)})
+	if c := conflict(t, err); c.Version != -1 {
+		t.Fatalf("commit on missing run reported version %d, want -1", c.Version)
+	}
+}
+
+func testRace(t *testing.T, s store.Store) {
+	id := s.NewRunID("")
+	create(t, s, id)
+	const racers = 50
+	errs := make([]error, racers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = s.CommitRun(ctx, &store.Change{
+				RunID: id, ExpectVersion: 0, NewVersion: 1,
+				Doc:      []byte(fmt.Sprintf(`{"winner":%d}`, i)),
+				Evidence: [][]byte{[]byte(fmt.Sprintf(`{"racer":%d}`, i))},
+			})
+		}()
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		if err == nil {
+			if winner != -1 {
+				t.Fatalf("racers %d and %d both won", winner, i)
+			}
+			winner = i
+			continue
+		}
+		if c := conflict(t, err); c.Version != 1 {
+			t.Fatalf("loser %d saw version %d, want 1", i, c.Version)
+		}
+	}
+	if winner == -1 {
+		t.Fatal("no racer won")
+	}
+	snap := load(t, s, id)
+	if snap.Version != 1 || string(snap.Doc) != fmt.Sprintf(`{"winner":%d}`, winner) {
+		t.Fatalf("stored v%d %s, want v1 the winner's (%d) doc", snap.Version, snap.Doc, winner)
+	}
+	ev, err := s.Evidence(ctx, id, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev) != 1 || string(ev[0]) != fmt.Sprintf(`{"racer":%d}`, winner) {
+		t.Fatalf("evidence = %q, want exactly the winner's entry", ev)
+	}
+}
+
+func testIdemCreate(t *testing.T, s store.Store) {
+	key := "wf-a\x00order-17"
+	if got, err := s.LookupKey(ctx, key); err != nil || got != "" {
+		t.Fatalf("lookup of unused key = %q, %v; want \"\"", got, err)
+	}
+	first := s.NewRunID(key)
+	create(t, s, first, func(c *store.Change) { c.IdemKey = key })
+	if got, err := s.LookupKey(ctx, key); err != nil || got != first {
+		t.Fatalf("lookup = %q, %v; want %s", got, err, first)
+	}
+	second := s.NewRunID(key)
+	err := s.CommitRun(ctx, &store.Change{RunID: second, ExpectVersion: -1, NewVersion: 0, Doc: []byte(`{}`), IdemKey: key})
+	c := conflict(t, err)
+	if !c.OnKey || c.KeyHolder != first || c.Version != -1 {
+		t.Fatalf("conflict = %+v, want on key, held by %s, version -1", c, first)
+	}
+	if _, err := s.LoadRun(ctx, second); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("refused create left the run behind: %v", err)
+	}
+}
+
+func testIdemRace(t *testing.T, s store.Store) {
+	key := "wf-b\x00same-key"
+	const creators = 20
+	ids := make([]string, creators)
+	errs := make([]error, creators)
+	for i := range ids {
+		ids[i] = s.NewRunID(key)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range creators {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = s.CommitRun(ctx, &store.Change{RunID: ids[i], ExpectVersion: -1, NewVersion: 0,
+				Doc: []byte(`{}`), IdemKey: key})
+		}()
+	}
+	close(start)
+	wg.Wait()
+	winner := ""
+	for i, err := range errs {
+		if err == nil {
+			if winner != "" {
+				t.Fatalf("two creators won: %s and %s", winner, ids[i])
+			}
+			winner = ids[i]
+		}
+	}
+	if winner == "" {
+		t.Fatal("no creator won")
+	}
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		if c := conflict(t, err); !c.OnKey || c.KeyHolder != winner {
+			t.Fatalf("loser %d: %+v, want on key held by %s", i, c, winner)
+		}
+		if _, err := s.LoadRun(ctx, ids[i]); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("loser %s exists: %v", ids[i], err)
+		}
+	}
+	if got, _ := s.LookupKey(ctx, key); got != winner {
+		t.Fatalf("key points at %q, want winner %s", got, winner)
+	}
+}
+
+func testIdemMove(t *testing.T, s store.Store) {
+	key := "wf-c\x00rerun-me"
+	old := s.NewRunID(key)
+	create(t, s, old, func(c *store.Change) { c.IdemKey = key })
+	rerun := s.NewRunID(key)
+	create(t, s, rerun, func(c *store.Change) { c.IdemKey, c.IdemExpect = key, old })
+	if got, _ := s.LookupKey(ctx, key); got != rerun {
+		t.Fatalf("key points at %q after the move, want %s", got, rerun)
+	}
+	late := s.NewRunID(key)
+	err := s.CommitRun(ctx, &store.Change{RunID: late, ExpectVersion: -1, NewVersion: 0, Doc: []byte(`{}`),
+		IdemKey: key, IdemExpect: old})
+	if c := conflict(t, err); !c.OnKey || c.KeyHolder != rerun {
+		t.Fatalf("stale move: %+v, want on key held by %s", c, rerun)
+	}
+	// The old run is untouched by the move.
+	if snap := load(t, s, old); snap.Version != 0 {
+		t.Fatalf("old run at v%d, want 0", snap.Version)
+	}
+}
+
+func testOutputs(t *testing.T, s store.Store) {
+	id := s.NewRunID("")
+	create(t, s, id, func(c *store.Change) {
+		c.Outputs = map[string][]byte{"a": []byte(`1`), "b": []byte(`2`)}
+	})
+	err := s.CommitRun(ctx, &store.Change{RunID: id, ExpectVersion: 0, NewVersion: 1, Doc: []byte(`{}`),
+		Outputs: map[string][]byte{"a": nil, "b": []byte(`22`), "c": []byte(`3`), "empty": {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := load(t, s, id).Outputs
+	want := map[string]string{"b": "22", "c": "3", "empty": ""}
+	if len(got) != len(want) {
+		t.Fatalf("outputs = %q, want %q", got, want)
+	}
+	for k, v := range want {
+		if o, ok := got[k]; !ok || string(o) != v {
+			t.Fatalf("outputs = %q, want %q", got, want)
+		}
+	}
+}
+
+func testEvidence(t *testing.T, s store.Store) {
+	id := s.NewRunID("")
+	// One entry is not valid UTF-8: the store must keep bytes, not text.
+	entries := [][]byte{[]byte(`e0`), []byte(`e1`), {0xff, 0xfe, 'e', '2'}}
+	create(t, s, id, func(c *store.Change) { c.Evidence = entries })
+	more := [][]byte{[]byte(`e3`), []byte(`e4`)}
+	if err := s.CommitRun(ctx, &store.Change{RunID: id, ExpectVersion: 0, NewVersion: 1, Doc: []byte(`{}`), Evidence: more}); err != nil {
+		t.Fatal(err)
+	}
+	all := append(slices.Clone(entries), more...)
+	tests := []struct {
+		name        string
+		start, stop int64
+		want        [][]byte
+	}{
+		{"all", 0, -1, all},
+		{"middle", 1, 2, all[1:3]},
+		{"last two", -2, -1, all[3:]},
+		{"past the end", 7, 9, nil},
+	}
+	for _, tc := range tests {
+		got, err := s.Evidence(ctx, id, tc.start, tc.stop)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(got) != len(tc.want) {
+			t.Fatalf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], tc.want[i]) {
+				t.Fatalf("%s: got %q, want %q", tc.name, got, tc.want)
+			}
+		}
+	}
+	if n := load(t, s, id).EvidenceLen; n != 5 {
+		t.Fatalf("evidence length %d, want 5", n)
+	}
+	if _, err := s.Evidence(ctx, s.NewRunID(""), 0, -1); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("evidence of missing run: %v, want ErrNotFound", err)
+	}
+}
+
+func testList(t *testing.T, s store.Store) {
+	type entry struct {
+		id    string
+		score float64
+	}
+	var want []entry
+	for i := range 25 {
+		score := float64(1_000 + i)
+		if i >= 20 { // five runs in one millisecond: ties must page correctly
+			score = 5_000
+		}
+		id := s.NewRunID("")
+		create(t, s, id, func(c *store.Change) {
+			c.Index = []store.IndexOp{{Index: "index", Member: id, Score: score}}
+		})
+		want = append(want, entry{id, score})
+	}
+	slices.SortFunc(want, func(a, b entry) int {
+		if a.score != b.score {
+			if a.score > b.score {
+				return -1
+			}
+			return 1
+		}
+		return -bytes.Compare([]byte(a.id), []byte(b.id))
+	})
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 10 {
+			t.Fatal("cursor never ends")
+		}
+		page, err := s.ListRuns(ctx, store.ListFilter{Limit: 4, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.RunIDs) > 4 {
+			t.Fatalf("page of %d, limit 4", len(page.RunIDs))
+		}
+		got = append(got, page.RunIDs...)
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	if len(got) != len(want) {
+		t.Fatalf("listed %d runs, want %d: %v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i] != want[i].id {
+			t.Fatalf("position %d: %s, want %s (newest first)", i, got[i], want[i].id)
+		}
+	}
+}
+
+func testListBadCursor(t *testing.T, s store.Store) {
+	if _, err := s.ListRuns(ctx, store.ListFilter{Cursor: "%%% not a cursor"}); err == nil {
+		t.Fatal("malformed cursor accepted")
+	}
+}
+
+func testDelete(t *testing.T, s store.Store) {
+	id := s.NewRunID("")
+	keep := s.NewRunID("")
+	for _, r := range []string{id, keep} {
+		create(t, s, r, func(c *store.Change) {
+			c.Outputs = map[string][]byte{"a": []byte(`1`)}
+			c.Evidence = [][]byte{[]byte(`e`)}
+			c.Index = []store.IndexOp{{Index: "index", Member: c.RunID, Score: 10}}
+		})
+	}
+	if err := s.DeleteRun(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LoadRun(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("load after delete: %v", err)
+	}
+	if _, err := s.Evidence(ctx, id, 0, -1); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("evidence after delete: %v", err)
+	}
+	page, err := s.ListRuns(ctx, store.ListFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(page.RunIDs, []string{keep}) {
+		t.Fatalf("listed %v after delete, want only %s", page.RunIDs, keep)
+	}
+	if err := s.DeleteRun(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second delete: %v, want ErrNotFound", err)
+	}
+	// A recreated run starts clean: no leftover outputs or evidence.
+	create(t, s, id)
+	if snap := load(t, s, id); len(snap.Outputs) != 0 || snap.EvidenceLen != 0 {
+		t.Fatalf("recreated run has outputs %v, evidence %d", snap.Outputs, snap.EvidenceLen)
+	}
+}
+
+func testWorkflows(t *testing.T, s store.Store) {
+	if _, err := s.GetWorkflow(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get missing workflow: %v", err)
+	}
+	for i, def := range []string{`{"v":1}`, `{"v":2}`} {
+		rec, err := s.PutWorkflow(ctx, "deploy", []byte(def))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Version != int64(i+1) || string(rec.Definition) != def || rec.RegisteredAt.IsZero() {
+			t.Fatalf("put %d = %+v", i, rec)
+		}
+	}
+	if _, err := s.PutWorkflow(ctx, "build", []byte(`{"b":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	latest, err := s.GetWorkflow(ctx, "deploy")
+	if err != nil || latest.Version != 2 || string(latest.Definition) != `{"v":2}` {
+		t.Fatalf("latest = %+v, %v; want v2", latest, err)
+	}
+	first, err := s.GetWorkflowVersion(ctx, "deploy", 1)
+	if err != nil || string(first.Definition) != `{"v":1}` || first.RegisteredAt.IsZero() {
+		t.Fatalf("v1 = %+v, %v; want the first definition", first, err)
+	}
+	if _, err := s.GetWorkflowVersion(ctx, "deploy", 3); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("v3: %v, want ErrNotFound", err)
+	}
+	all, err := s.ListWorkflows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].ID != "build" || all[1].ID != "deploy" || all[1].Version != 2 {
+		t.Fatalf("list = %+v, want build v1, deploy v2", all)
+	}
+}
+
+func testInvalid(t *testing.T, s store.Store) {
+	id := s.NewRunID("")
+	tests := []struct {
+		name string
+		c    *store.Change
+	}{
+		{"nil change", nil},
+		{"empty run id", &store.Change{ExpectVersion: -1, NewVersion: 0, Doc: []byte(`{}`)}},
+		{"colon in run id", &store.Change{RunID: "a:out", ExpectVersion: -1, NewVersion: 0, Doc: []byte(`{}`)}},
+		{"version does not rise", &store.Change{RunID: id, ExpectVersion: 3, NewVersion: 3, Doc: []byte(`{}`)}},
+		{"nil doc", &store.Change{RunID: id, ExpectVersion: -1, NewVersion: 0}},
+		{"bad index name", &store.Change{RunID: id, ExpectVersion: -1, NewVersion: 0, Doc: []byte(`{}`),
+			Index: []store.IndexOp{{Index: "", Member: id}}}},
+	}
+	for _, tc := range tests {
+		err := s.CommitRun(ctx, tc.c)
+		if err == nil || store.IsConflict(err) {
+			t.Fatalf("%s: %v, want a non-conflict error", tc.name, err)
+		}
+	}
+	if _, err := s.LoadRun(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused change wrote the run: %v", err)
+	}
+}

@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+// defaultProfilesDir is where agent profiles live unless profiles_dir says
+// otherwise (workflow-file spec §3.7).
+const defaultProfilesDir = "profiles"
+
+// maxSideFile bounds one profile or context file sent with a workflow, to
+// stay well inside gRPC's default 4 MiB message.
+const maxSideFile = 1 << 20
+
+// readError is a workflow file that could not be read; validate prints it
+// as `Invalid: Failed to read workflow file: <os error>`.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return "Failed to read workflow file: " + e.err.Error() }
+
+// readSource reads the workflow at path (the file, or a folder holding
+// workflow.yaml) and the files it names: the agent profiles in its
+// profiles_dir and its workflow_context files, keyed by their path relative
+// to the workflow file. The engine judges everything; a file named but
+// missing is simply not sent, and the engine reports it.
+func readSource(path string) (*realmv1.WorkflowSource, error) {
+	file := path
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		file = filepath.Join(path, "workflow.yaml")
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, &readError{err: err}
+	}
+	src := &realmv1.WorkflowSource{Yaml: data, Path: file, Files: map[string][]byte{}}
+	dir := filepath.Dir(file)
+
+	var head struct {
+		ProfilesDir     string `yaml:"profiles_dir"`
+		WorkflowContext map[string]struct {
+			Source struct {
+				Path string `yaml:"path"`
+			} `yaml:"source"`
+		} `yaml:"workflow_context"`
+	}
+	// A file that does not parse is still sent: the loader's message for it
+	// (with line and column) is the one to print.
+	_ = yaml.Unmarshal(data, &head)
+
+	profiles := head.ProfilesDir
+	if profiles == "" {
+		profiles = defaultProfilesDir
+	}
+	addProfiles(src, dir, profiles)
+	names := make([]string, 0, len(head.WorkflowContext))
+	for name := range head.WorkflowContext {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if p := head.WorkflowContext[name].Source.Path; p != "" {
+			addFile(src, dir, p)
+		}
+	}
+	return src, nil
+}
+
+// addProfiles sends every *.md directly inside the profiles folder. A
+// folder that is missing or unreadable sends nothing: the engine then
+// reports each profile a step names as not found.
+func addProfiles(src *realmv1.WorkflowSource, dir, profiles string) {
+	entries, err := os.ReadDir(resolve(dir, profiles))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".md") {
+			continue
+		}
+		addFile(src, dir, filepath.Join(profiles, e.Name()))
+	}
+}
+
+// addFile reads rel (relative to dir, or absolute) into src.Files when it is
+// a regular file of sensible size.
+func addFile(src *realmv1.WorkflowSource, dir, rel string) {
+	full := resolve(dir, rel)
+	fi, err := os.Stat(full)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxSideFile {
+		return
+	}
+	b, err := os.ReadFile(full)
+	if err != nil {
+		return
+	}
+	src.Files[filepath.ToSlash(filepath.Clean(rel))] = b
+}
+
+func resolve(dir, rel string) string {
+	if filepath.IsAbs(rel) {
+		return rel
+	}
+	return filepath.Join(dir, rel)
+}

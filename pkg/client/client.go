@@ -1,0 +1,137 @@
+// Package client dials engine-svc. Front doors and tools share it so the
+// address rule (REALM_ENGINE_ADDR, default 127.0.0.1:7070) and the
+// "cannot reach" diagnosis live in one place.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+// DefaultEngineAddr is where engine-svc listens unless told otherwise.
+const DefaultEngineAddr = "127.0.0.1:7070"
+
+// EngineAddrEnv names the variable that overrides DefaultEngineAddr.
+const EngineAddrEnv = "REALM_ENGINE_ADDR"
+
+// EngineAddr is $REALM_ENGINE_ADDR (trimmed) or DefaultEngineAddr.
+func EngineAddr() string {
+	if a := strings.TrimSpace(os.Getenv(EngineAddrEnv)); a != "" {
+		return a
+	}
+	return DefaultEngineAddr
+}
+
+// UnreachableError says engine-svc could not be reached at Addr.
+type UnreachableError struct {
+	Addr  string
+	Cause error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach engine-svc at %s: %s", e.Addr, Cause(e.Cause))
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Cause }
+
+// Dial opens a client connection to addr and waits, until ctx's deadline,
+// for it to become ready, so that a server that is not running is reported
+// once, plainly, before any call is made. The connection is plaintext: the
+// stack's services talk on a private network or loopback.
+func Dial(ctx context.Context, addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	conn, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, &UnreachableError{Addr: addr, Cause: err}
+	}
+	if err := waitReady(ctx, conn); err != nil {
+		_ = conn.Close()
+		return nil, &UnreachableError{Addr: addr, Cause: err}
+	}
+	return conn, nil
+}
+
+// DialEngine is Dial plus the EngineService client on the connection.
+func DialEngine(ctx context.Context, addr string, opts ...grpc.DialOption) (realmv1.EngineServiceClient, *grpc.ClientConn, error) {
+	conn, err := Dial(ctx, addr, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return realmv1.NewEngineServiceClient(conn), conn, nil
+}
+
+// waitReady connects and blocks until the connection is ready. A refused
+// connection fails at once rather than waiting out the deadline: the
+// first transient failure is final, since a CLI call should not hang on a
+// server that is not there.
+func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
+	conn.Connect()
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure:
+			return transientCause(ctx, conn)
+		case connectivity.Shutdown:
+			return errors.New("connection shut down")
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return ctx.Err()
+		}
+	}
+}
+
+// transientCause asks the connection why it failed: a fail-fast call on a
+// connection in TRANSIENT_FAILURE returns the dial error as its status.
+func transientCause(ctx context.Context, conn *grpc.ClientConn) error {
+	err := conn.Invoke(ctx, "/grpc.health.v1.Health/Check", &realmv1.ListWorkflowsRequest{}, &realmv1.ListWorkflowsResponse{})
+	if err == nil || status.Code(err) != codes.Unavailable {
+		return errors.New("connection failed")
+	}
+	return err
+}
+
+// IsUnreachable reports whether err means the engine could not be reached
+// (dial failure, or an RPC that found no server).
+func IsUnreachable(err error) bool {
+	var u *UnreachableError
+	if errors.As(err, &u) {
+		return true
+	}
+	return status.Code(err) == codes.Unavailable
+}
+
+// dialWrapping matches the transport's wrapping of a dial error, so that
+// "connection error: desc = \"transport: Error while dialing: dial tcp …:
+// connect: connection refused\"" reads "dial tcp …: connect: connection refused".
+var dialWrapping = regexp.MustCompile(`^connection error: desc = "transport: (?:Error while dialing:? )?(.*)"$`)
+
+// Cause is the message of err without gRPC's "rpc error: code = … desc ="
+// wrapping, on one line.
+func Cause(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	if s, ok := status.FromError(err); ok {
+		msg = s.Message()
+	}
+	msg = strings.Join(strings.Fields(msg), " ")
+	if m := dialWrapping.FindStringSubmatch(msg); m != nil {
+		msg = m[1]
+	}
+	return msg
+}

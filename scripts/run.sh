@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# make run: build, start the whole stack that exists on the embedded store,
+# register examples/, say where each front door listens, and stop every
+# child cleanly on Ctrl-C or SIGTERM.
+#
+#   REALM_ENGINE_ADDR  engine-svc's gRPC address   (default 127.0.0.1:7070)
+#   REALM_DATA_DIR     the embedded store's folder (default ~/.realm)
+#
+# REDIS_URL is deliberately not passed on: `make run` is the laptop stack.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$(repo_root)"
+
+ENGINE_ADDR=${REALM_ENGINE_ADDR:-127.0.0.1:7070}
+DATA_DIR=${REALM_DATA_DIR:-$HOME/.realm}
+export REALM_ENGINE_ADDR=$ENGINE_ADDR
+
+make --no-print-directory build
+
+pids=()
+names=()
+
+# start NAME ARGS...: run bin/NAME in its own process group, so a Ctrl-C
+# reaches only this script, which then stops each child once, in order.
+start() {
+	local name=$1
+	shift
+	if command -v setsid >/dev/null 2>&1; then
+		setsid "bin/$name" "$@" &
+	else
+		"bin/$name" "$@" &
+	fi
+	pids+=("$!")
+	names+=("$name")
+}
+
+stopping=0
+stop_all() {
+	[[ $stopping -eq 1 ]] && return
+	stopping=1
+	local i
+	# Front doors first, the engine last: reverse start order.
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		if kill -0 "${pids[i]}" 2>/dev/null; then
+			echo "stopping ${names[i]} (pid ${pids[i]})"
+			kill -TERM -- "-${pids[i]}" 2>/dev/null || kill -TERM "${pids[i]}" 2>/dev/null || true
+		fi
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	echo "stopped."
+}
+trap stop_all EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+mkdir -p "$DATA_DIR"
+REDIS_URL='' start engine-svc --addr "$ENGINE_ADDR" --data-dir "$DATA_DIR"
+
+# Wait until the engine answers (a fresh build of a big store can take a moment).
+ready=0
+for _ in $(seq 1 100); do
+	if ! kill -0 "${pids[0]}" 2>/dev/null; then
+		echo "engine-svc exited before it answered; see its output above." >&2
+		exit 1
+	fi
+	if bin/realm workflow list >/dev/null 2>&1; then
+		ready=1
+		break
+	fi
+	sleep 0.2
+done
+if [[ $ready -ne 1 ]]; then
+	echo "engine-svc did not answer on $ENGINE_ADDR within 20s." >&2
+	exit 1
+fi
+
+# Later services join here as they land, e.g.:
+#   [[ -x bin/mcp-svc ]] && start mcp-svc --addr 127.0.0.1:3001 --engine-addr "$ENGINE_ADDR"
+
+shopt -s nullglob
+for wf in examples/*.yaml examples/*/workflow.yaml; do
+	bin/realm workflow register "$wf" || echo "(not registered: $wf)"
+done
+shopt -u nullglob
+
+echo
+echo "Realm is running (store: $DATA_DIR). Front doors:"
+echo "  engine-svc (gRPC): $ENGINE_ADDR"
+echo
+echo "Try: bin/realm workflow list    ·    bin/realm run start <workflow>"
+echo "Press Ctrl-C to stop."
+
+# Stay up while every child is; if one dies, stop the rest.
+while true; do
+	for i in "${!pids[@]}"; do
+		if ! kill -0 "${pids[i]}" 2>/dev/null; then
+			echo "${names[i]} exited; stopping the stack." >&2
+			exit 1
+		fi
+	done
+	sleep 1
+done

@@ -1,0 +1,3 @@
+module github.com/realm-go/realm/services
+
+go 1.26.8
