@@ -172,7 +172,16 @@ func (t *txn) advance(o advanceOpts) {
 				}
 			case workflow.KindAuto:
 				if o.chain && t.runnableHere(s) == "" {
-					t.runPassThrough(s)
+					if s.Gated() {
+						// The gate comes before the work (spec §10.3): the
+						// person decides on what the step would be given.
+						if err := t.openGate(s, t.passThroughOutput(s), t.caller); err != nil {
+							t.gateErr, t.gateErrStep = err, s.Name
+							continue
+						}
+					} else {
+						t.runPassThrough(s)
+					}
 					changed = true
 				}
 			}
@@ -267,19 +276,7 @@ func (t *txn) engineInput(s *workflow.Step) any {
 // runPassThrough runs an auto step with neither handler nor service: it
 // records an output it did not compute (spec §5.1).
 func (t *txn) runPassThrough(s *workflow.Step) {
-	var out any
-	source := "none"
-	switch len(s.DependsOn) {
-	case 0:
-		out, source = t.run.Params, "run_params"
-	case 1:
-		if v, ok := t.outputs[s.DependsOn[0]]; ok {
-			out, source = v, "dependency"
-		}
-	}
-	if out == nil {
-		out = map[string]any{}
-	}
+	out, source := t.passThrough(s)
 	e := t.entry(s.Name, "success")
 	e.InputSummary = t.engineInput(s)
 	e.OutputSummary = out
@@ -290,6 +287,24 @@ func (t *txn) runPassThrough(s *workflow.Step) {
 	t.chain(s.Name)
 	t.lastAuto = s.Name
 	t.completedArm = ""
+}
+
+// passThrough is the output a bare auto step records and where it came from.
+func (t *txn) passThrough(s *workflow.Step) (any, string) {
+	switch len(s.DependsOn) {
+	case 0:
+		return t.run.Params, "run_params"
+	case 1:
+		if v, ok := t.outputs[s.DependsOn[0]]; ok {
+			return v, "dependency"
+		}
+	}
+	return map[string]any{}, "none"
+}
+
+func (t *txn) passThroughOutput(s *workflow.Step) any {
+	out, _ := t.passThrough(s)
+	return out
 }
 
 // decideGuard decides a guard inside the write that made it ready.

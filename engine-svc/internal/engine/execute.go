@@ -20,6 +20,7 @@ func (e *Engine) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepReques
 	answer := req.GetParams().AsMap()
 	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
 		t.compose = nil
+		t.caller = req.GetCaller()
 		return t.execute(command, answer, req.GetCaller())
 	})
 	if reply, ok := readFailure(command, req.GetRunId(), err); ok {
@@ -110,6 +111,9 @@ func (t *txn) notCallable(s *workflow.Step) string {
 	case record.StateSkipped:
 		return "it has already been skipped"
 	case record.StateInProgress:
+		if g := t.run.PendingGate; g != nil && g.StepName == s.Name {
+			return fmt.Sprintf("its question is open (choices: %s) — answer it with submit_human_response", joinComma(g.Choices))
+		}
 		return "it is in flight elsewhere"
 	}
 	switch s.Execution {
@@ -151,6 +155,17 @@ func (t *txn) answer(s *workflow.Step, answer map[string]any, caller *realmv1.Ca
 	e.OutputSummary = answer
 	e.DrivenBy = holderOf(caller)
 	e.Diagnostics = map[string]any{"validation_rejections": t.run.ValidationRejections[s.Name]}
+	if s.Gated() {
+		// The answer is the preview: the step completes when a person
+		// answers its question.
+		if err := t.openGate(s, answer, caller); err != nil {
+			t.compose = func() *realmv1.Reply { return t.gateMessageReply(s.Name, err) }
+			return
+		}
+		t.appendEvidence(e)
+		t.compose = func() *realmv1.Reply { return t.gateReply(s.Name) }
+		return
+	}
 	t.setOutput(s.Name, answer)
 	t.run.MarkCompleted(s.Name, &record.Settled{Outcome: "complete"})
 	t.appendEvidence(e)
@@ -254,6 +269,12 @@ func (t *txn) refuseAnswer(s *workflow.Step, answer map[string]any, code errcode
 
 // stepReply is the reply of a step that completed in this call.
 func (t *txn) stepReply(command, step string) *realmv1.Reply {
+	if t.openedGate != "" {
+		return t.gateReply(command)
+	}
+	if t.gateErr != nil {
+		return t.gateMessageReply(command, t.gateErr)
+	}
 	r := t.envelope(command)
 	v := t.view()
 	r.NextActions = t.nextActions(v)
@@ -316,6 +337,9 @@ func (t *txn) blockedFields(r *realmv1.Reply, v view) {
 	}
 	var suggestion string
 	switch {
+	case t.run.PendingGate != nil:
+		suggestion = "Answer the open question first, as next_actions says."
+		eligible = []string{}
 	case len(v.agents) > 0 && len(v.owed) > 0:
 		suggestion = "Call one of the steps indicated in next_actions, or advance_run, instead."
 	case len(v.agents) > 0:

@@ -83,6 +83,9 @@ func (t *txn) whatNext(v view) string {
 
 // nextActions lists the calls that can be made next; advance_run is last.
 func (t *txn) nextActions(v view) []*realmv1.NextAction {
+	if t.run.PendingGate != nil && !t.run.Terminal() {
+		return []*realmv1.NextAction{t.answerAction("")}
+	}
 	out := make([]*realmv1.NextAction, 0, len(v.agents)+1)
 	for _, s := range v.agents {
 		out = append(out, t.stepAction(s))

@@ -78,6 +78,7 @@ func (e *Engine) StartRun(ctx context.Context, req *realmv1.StartRunRequest) (*r
 			}
 		}
 		t := e.newRun(def, params, req.GetCaller())
+		t.caller = req.GetCaller()
 		t.run.IdempotencyKey = key
 		t.run.RerunOf = rerunOf
 		if key != "" {
@@ -154,6 +155,12 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 
 // createdReply is start_run's reply for a run it created.
 func (t *txn) createdReply(command string) *realmv1.Reply {
+	if t.openedGate != "" {
+		return t.gateReply(command)
+	}
+	if t.gateErr != nil {
+		return t.gateMessageReply(command, t.gateErr)
+	}
 	r := t.envelope(command)
 	v := t.view()
 	r.NextActions = t.nextActions(v)

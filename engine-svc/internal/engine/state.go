@@ -72,6 +72,30 @@ func (t *txn) state() *realmv1.RunState {
 			OpenedAt:  timestamp(g.OpenedAt),
 			ExpiresAt: timestamp(g.ExpiresAt),
 		}
+		pg := s.PendingGate
+		if g.Owner != "" {
+			pg.Owner = ptr(g.Owner)
+		}
+		if g.ResolvedMessage != "" {
+			pg.ResolvedMessage = ptr(g.ResolvedMessage)
+		}
+		if len(g.ResolutionMessages) > 0 {
+			m := map[string]any{}
+			for k, v := range g.ResolutionMessages {
+				m[k] = v
+			}
+			pg.ResolutionMessages = toStruct(m)
+		}
+		if g.OnExpiry != "" {
+			pg.OnExpiry = ptr(g.OnExpiry)
+		}
+		if g.DefaultChoice != "" {
+			pg.DefaultChoice = ptr(g.DefaultChoice)
+		}
+		if g.ReminderSeconds > 0 {
+			pg.ReminderSeconds = ptr(int32(g.ReminderSeconds))
+			pg.ReminderMax = ptr(int32(g.ReminderMax))
+		}
 	}
 	if r.Terminal() {
 		if r.TerminalReason != "" {
@@ -107,7 +131,7 @@ func (t *txn) stateNext() ([]*realmv1.NextAction, string) {
 	case t.def == nil:
 		return []*realmv1.NextAction{}, "workflow_unresolved"
 	case t.run.PendingGate != nil:
-		return []*realmv1.NextAction{}, "awaiting_human"
+		return []*realmv1.NextAction{t.answerAction("")}, "awaiting_human"
 	}
 	v := t.view()
 	actions := t.nextActions(v)
@@ -193,6 +217,7 @@ func (e *Engine) AdvanceRun(ctx context.Context, req *realmv1.AdvanceRunRequest)
 	}
 	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
 		t.warnings = append(t.warnings[:0], warnings...)
+		t.caller = req.GetCaller()
 		if t.def == nil || t.run.Terminal() {
 			return nil
 		}
@@ -205,13 +230,24 @@ func (e *Engine) AdvanceRun(ctx context.Context, req *realmv1.AdvanceRunRequest)
 	if err != nil {
 		return nil, err
 	}
-	r := t.envelope(command)
+	var r *realmv1.Reply
+	switch {
+	case t.openedGate != "":
+		r = t.gateReply(command)
+	case t.gateErr != nil:
+		r = t.gateMessageReply(command, t.gateErr)
+	default:
+		r = t.envelope(command)
+	}
 	r.ContinuedBy = &realmv1.Holder{AbsentCause: "driver_not_recorded"}
 	if c := req.GetCaller(); c.GetBy() != "" {
 		r.ContinuedBy = &realmv1.Holder{By: ptr(c.GetBy()), BySource: c.GetBySource(), Channel: channelName(c.GetChannel())}
 	}
 	if t.def == nil {
 		t.refuse(r, errcode.StateWorkflowNotFound, t.defErr.Error())
+		return r, nil
+	}
+	if t.openedGate != "" || t.gateErr != nil {
 		return r, nil
 	}
 	v := t.view()

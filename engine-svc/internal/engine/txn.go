@@ -2,9 +2,9 @@ package engine
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/realm-go/realm/pkg/condition"
-	"time"
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/engine-svc/internal/store"
@@ -43,6 +43,13 @@ type txn struct {
 	completedArm string // the arm a completion seals with
 	// heldGuards were ready when the run was created: not decided by it.
 	heldGuards map[string]bool
+	// openedGate is the step whose gate this write opened.
+	openedGate string
+	// caller is the program behind the act, stamped on claims.
+	caller *realmv1.Caller
+	// gateErr is a gate message that could not be rendered.
+	gateErr     error
+	gateErrStep string
 	// compose builds the reply once the write has committed.
 	// scopeCache is what conditions read, built once per change.
 	scopeCache *condition.Scope
@@ -139,6 +146,16 @@ func (t *txn) entry(step, status string) *record.Entry {
 	return &record.Entry{StepID: step, Status: status, StartedAt: ts, CompletedAt: ts}
 }
 
+// indexOp adds a run to a bucket index, scored by a time.
+func indexOp(index, member string, at time.Time) store.IndexOp {
+	return store.IndexOp{Index: index, Member: member, Score: float64(at.UnixMilli())}
+}
+
+// indexRemove removes a run from a bucket index.
+func indexRemove(index, member string) store.IndexOp {
+	return store.IndexOp{Index: index, Member: member, Remove: true}
+}
+
 // chain notes a step that finished inside this call.
 func (t *txn) chain(step string, warnings ...string) {
 	t.hasChained = true
@@ -150,7 +167,7 @@ func (t *txn) chain(step string, warnings ...string) {
 // before the last keep "running".
 func (t *txn) fixChainPhases() {
 	for i, c := range t.chained {
-		if i == len(t.chained)-1 {
+		if i == len(t.chained)-1 && t.run.Terminal() {
 			c.RunPhase = phaseEnum(t.run.Phase())
 		} else {
 			c.RunPhase = realmv1.RunPhase_RUN_PHASE_RUNNING

@@ -81,6 +81,9 @@ type Run struct {
 	PendingGate          *PendingGate                `json:"pending_gate,omitempty"`
 	StepErrors           map[string]string           `json:"step_errors,omitempty"`
 	FinalizerLedger      map[string]*FinalizerStatus `json:"finalizer_ledger,omitempty"`
+	// ResolvedGates remembers every answered gate by id, so a repeat of an
+	// answer and a late answer to a settled question can be told apart.
+	ResolvedGates map[string]*ResolvedGate `json:"resolved_gates,omitempty"`
 
 	RunPhase       string     `json:"run_phase"`
 	TerminalState  bool       `json:"terminal_state"`
@@ -157,6 +160,15 @@ type PendingGate struct {
 	DefaultChoice      string            `json:"default_choice,omitempty"`
 	ReminderSeconds    int               `json:"reminder_seconds,omitempty"`
 	ReminderMax        int               `json:"reminder_max,omitempty"`
+}
+
+// ResolvedGate is a gate that was answered or settled by its expiry.
+type ResolvedGate struct {
+	Step       string `json:"step"`
+	Choice     string `json:"choice,omitempty"`
+	ResolvedBy string `json:"resolved_by,omitempty"`
+	ExpiredAt  string `json:"expired_at,omitempty"`
+	Token      string `json:"token,omitempty"`
 }
 
 // Seal is the machine-readable ending of a run.

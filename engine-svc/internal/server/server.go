@@ -117,3 +117,20 @@ func (s *Server) ListRuns(ctx context.Context, req *realmv1.ListRunsRequest) (*r
 	resp, err := s.e.ListRuns(ctx, req)
 	return resp, grpcErr(err)
 }
+
+func (s *Server) SubmitHumanResponse(ctx context.Context, req *realmv1.SubmitHumanResponseRequest) (*realmv1.SubmitHumanResponseResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	if err := required("gate_id", req.GetGateId()); err != nil {
+		return nil, err
+	}
+	if err := required("choice", req.GetChoice()); err != nil {
+		return nil, err
+	}
+	r, err := s.e.SubmitHumanResponse(ctx, req)
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return &realmv1.SubmitHumanResponseResponse{Reply: r}, nil
+}

@@ -1,0 +1,476 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/google/uuid"
+
+	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/pkg/errcode"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/template"
+	"github.com/realm-go/realm/pkg/workflow"
+)
+
+// openGate parks the run at a step's human gate: the step keeps a claim
+// (with a fresh token) and the gate's settings are frozen into the run.
+// preview is what the person decides about.
+func (t *txn) openGate(s *workflow.Step, preview any, caller *realmv1.Caller) error {
+	msg := ""
+	if s.Gate != nil && s.Gate.Message != "" {
+		out, _, err := template.Render(s.Gate.Message, t.templateScope(), template.ModeGateMessage)
+		if err != nil {
+			return err
+		}
+		msg = out
+	}
+	token := uuid.NewString()
+	since := record.FormatTime(t.now)
+	t.run.MarkInProgress(s.Name, &record.Claim{Token: token, Holder: holderOf(caller), Since: since})
+	g := &record.PendingGate{
+		GateID:          uuid.NewString(),
+		StepName:        s.Name,
+		Preview:         preview,
+		Choices:         s.EffectiveChoices(),
+		OpenedAt:        since,
+		ResolvedMessage: msg,
+	}
+	if gc := s.Gate; gc != nil {
+		g.Owner = gc.Owner
+		g.ResolutionMessages = gc.ResolutionMessages
+		if gc.TimeoutSeconds > 0 {
+			g.ExpiresAt = record.FormatTime(t.now.Add(time.Duration(gc.TimeoutSeconds) * time.Second))
+			g.OnExpiry = gc.OnExpiry
+			if gc.OnExpiry == "settle_default" {
+				g.DefaultChoice = gc.DefaultChoice
+			}
+		}
+		g.ReminderSeconds = gc.ReminderSeconds
+		if gc.ReminderSeconds > 0 {
+			g.ReminderMax = gc.ReminderMax
+			if g.ReminderMax == 0 {
+				g.ReminderMax = 3
+			}
+		}
+	}
+	t.run.PendingGate = g
+	if g.ExpiresAt != "" {
+		t.index = append(t.index, indexOp("expiries", t.run.ID, record.ParseTime(g.ExpiresAt)))
+	}
+	t.openedGate = s.Name
+	t.touch()
+	return nil
+}
+
+// templateScope is what prompts and gate messages read.
+func (t *txn) templateScope() template.Scope {
+	resources := make(map[string]any, len(t.outputs)+1)
+	for k, v := range t.outputs {
+		resources[k] = v
+	}
+	settle := map[string]any{}
+	for k, v := range t.settlement() {
+		settle[k] = v
+	}
+	resources["$settlement"] = settle
+	return template.Scope{Params: t.run.Params, Resources: resources, Now: func() time.Time { return t.now }}
+}
+
+// gateReply is the confirm_required reply of the call that opened a gate:
+// the only reply that carries the claim token.
+func (t *txn) gateReply(command string) *realmv1.Reply {
+	r := t.envelope(command)
+	g := t.run.PendingGate
+	s := t.stepOf(g.StepName)
+	token := ""
+	if c := t.run.Claims[g.StepName]; c != nil {
+		token = c.Token
+	}
+	r.Status = realmv1.ReplyStatus_REPLY_STATUS_CONFIRM_REQUIRED
+	r.ContextHint = fmt.Sprintf("Run is paused at gate '%s'. Available choices: %s.", g.GateID, joinComma(g.Choices))
+	r.NextActions = []*realmv1.NextAction{t.answerAction(token)}
+	gate := &realmv1.Gate{
+		GateId:       g.GateID,
+		StepName:     g.StepName,
+		Preview:      toValue(g.Preview),
+		Choices:      g.Choices,
+		ResponseSpec: toStruct(map[string]any{"choices": g.Choices}),
+	}
+	if d := t.gateDisplay(s, g); d != "" {
+		gate.Display = &d
+	}
+	if s != nil && s.Instructions != "" {
+		gate.AgentHint = ptr(s.Instructions)
+	}
+	if g.ExpiresAt != "" {
+		gate.ExpiresAt = timestamp(g.ExpiresAt)
+	}
+	if token != "" {
+		gate.ClaimToken = &token
+	}
+	r.Gate = gate
+	if command != g.StepName {
+		r.StoppedStep = g.StepName
+	}
+	return r
+}
+
+// gateDisplay is the question shown: the rendered message, else the
+// rendered prompt (mcp spec §9.2).
+func (t *txn) gateDisplay(s *workflow.Step, g *record.PendingGate) string {
+	if g.ResolvedMessage != "" {
+		return g.ResolvedMessage
+	}
+	if s != nil && s.Prompt != "" {
+		return t.renderPrompt(s.Prompt)
+	}
+	return ""
+}
+
+// answerAction is the submit_human_response entry for the open question;
+// a token is passed only by the reply that opened it.
+func (t *txn) answerAction(token string) *realmv1.NextAction {
+	g := t.run.PendingGate
+	params := map[string]any{"run_id": t.run.ID, "gate_id": g.GateID}
+	call := map[string]any{"run_id": t.run.ID, "gate_id": g.GateID, "choice": "<" + strings.Join(g.Choices, "|") + ">"}
+	human := fmt.Sprintf("Human review required for step '%s'. Ask the user to choose one of: %s, then call submit_human_response with their choice.", g.StepName, joinComma(g.Choices))
+	if token != "" {
+		params["claim_token"], call["claim_token"] = token, token
+		human += " Pass back the claim_token given here: it shows the answer comes from the conversation that opened the question."
+	} else {
+		human += " The question's text, when its gate declares a message, is get_run_state's pending_gate.resolved_message. The conversation that opened the question passes back the claim_token it was given then, when it was given one."
+	}
+	return &realmv1.NextAction{
+		Instruction:   &realmv1.Instruction{Tool: "submit_human_response", Params: mustStruct(params), CallWith: mustStruct(call)},
+		HumanReadable: human,
+		Orientation:   fmt.Sprintf("Run is paused at gate '%s'. Available choices: %s.", g.GateID, joinComma(g.Choices)),
+	}
+}
+
+// validActor checks responded_by (seed: at most 200 characters, no
+// control characters, not empty).
+func validActor(by *string) string {
+	if by == nil {
+		return ""
+	}
+	word := ""
+	switch {
+	case strings.TrimSpace(*by) == "":
+		word = "empty"
+	case len([]rune(*by)) > 200:
+		word = "longer than 200 characters"
+	case strings.IndexFunc(*by, unicode.IsControl) >= 0:
+		word = "contains a control character"
+	default:
+		return ""
+	}
+	return fmt.Sprintf("responded_by: %s; nothing was recorded. Give a name of at most 200 characters with no control characters, or leave it out.", word)
+}
+
+// unknownArgWarning names an argument submit_human_response does not take.
+func unknownArgWarning(tool, arg string) string {
+	w := fmt.Sprintf("%s: unknown argument '%s' was ignored.", tool, arg)
+	switch strings.ToLower(arg) {
+	case "claimtoken", "token", "claim-token":
+		w = fmt.Sprintf("%s: unknown argument '%s' was ignored — did you mean 'claim_token'?", tool, arg)
+	}
+	return w
+}
+
+// SubmitHumanResponse records a person's choice at the open gate.
+func (e *Engine) SubmitHumanResponse(ctx context.Context, req *realmv1.SubmitHumanResponseRequest) (*realmv1.Reply, error) {
+	var warnings []string
+	for _, a := range req.GetUnknownArguments() {
+		warnings = append(warnings, unknownArgWarning("submit_human_response", a))
+	}
+	if msg := validActor(req.RespondedBy); msg != "" {
+		r := refusal("submit_human_response", req.GetRunId(), errcode.ValidationActorInvalid, msg, nil)
+		r.Warnings = warnings
+		return r, nil
+	}
+	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
+		t.warnings = append(t.warnings[:0], warnings...)
+		t.respond(req)
+		return nil
+	})
+	if errors.Is(err, errRunNotFound) {
+		return refusal("submit_human_response", req.GetRunId(), errcode.StateRunNotFound, "Run not found: "+req.GetRunId(), nil), nil
+	}
+	if reply, ok := readFailure("submit_human_response", req.GetRunId(), err); ok {
+		return reply, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t.compose(), nil
+}
+
+func (t *txn) respond(req *realmv1.SubmitHumanResponseRequest) {
+	gateID, choice := req.GetGateId(), req.GetChoice()
+	if t.def == nil {
+		t.compose = func() *realmv1.Reply {
+			msg := fmt.Sprintf("Workflow not found: %s", t.run.WorkflowID)
+			r := refusal("submit_human_response", t.run.ID, errcode.StateWorkflowNotFound, msg, nil)
+			r.Warnings = t.warnings
+			return r
+		}
+		return
+	}
+	if prior := t.run.ResolvedGates[gateID]; prior != nil {
+		t.compose = func() *realmv1.Reply { return t.repeatReply(prior, gateID, choice, req.ClaimToken) }
+		return
+	}
+	g := t.run.PendingGate
+	if g == nil || g.GateID != gateID {
+		if t.run.Terminal() {
+			t.compose = func() *realmv1.Reply { return t.terminalAnswerReply() }
+			return
+		}
+		t.compose = func() *realmv1.Reply { return t.notOpenReply(gateID) }
+		return
+	}
+	if !contains(g.Choices, choice) {
+		t.compose = func() *realmv1.Reply {
+			r := t.envelope(g.StepName)
+			t.refuse(r, errcode.ValidationInputSchema, fmt.Sprintf("Choice '%s' is not valid. Expected one of: %s", choice, joinComma(g.Choices)))
+			r.NextActions = []*realmv1.NextAction{t.answerAction("")}
+			r.AgentAction = realmv1.AgentAction_AGENT_ACTION_PROVIDE_INPUT
+			return r
+		}
+		return
+	}
+	claim := t.run.Claims[g.StepName]
+	proof, cause := claimProof(claim, req.ClaimToken)
+	step := g.StepName
+	out := map[string]any{}
+	if m, ok := g.Preview.(map[string]any); ok {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	out["choice"] = choice
+	e := t.entry(step, "success")
+	e.Kind = "gate_response"
+	e.InputSummary = map[string]any{"choice": choice}
+	e.OutputSummary = out
+	e.GateMessage = g.ResolvedMessage
+	if req.RespondedBy != nil {
+		e.RespondedBy = strings.TrimSpace(*req.RespondedBy)
+	}
+	e.ClaimProof = map[string]any{"proof": proof}
+	if cause != "" {
+		e.ClaimProof["cause"] = cause
+	}
+	var token *string
+	if claim != nil {
+		token = &claim.Token
+	}
+	opened := openedBy(claim)
+	if t.run.ResolvedGates == nil {
+		t.run.ResolvedGates = map[string]*record.ResolvedGate{}
+	}
+	rg := &record.ResolvedGate{Step: step, Choice: choice}
+	if claim != nil {
+		rg.Token = claim.Token
+	}
+	t.run.ResolvedGates[gateID] = rg
+	t.run.PendingGate = nil
+	t.index = append(t.index, indexRemove("expiries", t.run.ID))
+	t.setOutput(step, out)
+	t.run.MarkCompleted(step, &record.Settled{Token: token, Outcome: "gate", Choice: choice})
+	t.appendEvidence(e)
+	// Guards the answer makes ready are decided in this write; auto steps
+	// are owed to the engine (advance_run), not run here.
+	t.advance(advanceOpts{decideGuards: true, chain: false, arm: "gate_resolution_complete"})
+	t.compose = func() *realmv1.Reply {
+		r := t.envelope(step)
+		r.GateClaim = &realmv1.GateClaim{Proof: proof, Cause: cause, OpenedBy: opened}
+		if w := proofWarning(proof, cause, req.ClaimToken != nil); w != "" {
+			r.Warnings = append(r.Warnings, w)
+		}
+		r.HasChainedAutoSteps, r.ChainedAutoSteps = false, nil
+		v := t.view()
+		r.NextActions = t.nextActions(v)
+		hint := fmt.Sprintf("Gate '%s' resolved with choice '%s'.", step, choice)
+		switch {
+		case t.endedBy != nil:
+			hint = t.guardSentence()
+			if t.endedBy.Arm == "guard_resolution_error" {
+				if tail := t.terminalTail(); tail != "" {
+					hint += " " + tail
+				}
+			}
+		default:
+			hint += " " + t.afterHint(v)
+		}
+		r.ContextHint = strings.TrimSpace(hint)
+		return r
+	}
+}
+
+// repeatReply answers a second answer to a gate that was already resolved.
+func (t *txn) repeatReply(prior *record.ResolvedGate, gateID, choice string, token *string) *realmv1.Reply {
+	r := t.envelope(prior.Step)
+	v := t.view()
+	r.NextActions = t.nextActions(v)
+	if choice == prior.Choice {
+		cause := "answered"
+		if prior.ResolvedBy == "timeout" {
+			cause = "expired"
+		}
+		r.GateClaim = &realmv1.GateClaim{Proof: "spent", Cause: cause, OpenedBy: &realmv1.Holder{AbsentCause: "no_claim"}}
+		if w := proofWarning("spent", cause, token != nil); w != "" {
+			r.Warnings = append(r.Warnings, w)
+		}
+		r.ContextHint = fmt.Sprintf("Gate '%s' was already resolved with choice '%s' — no action was taken.", gateID, choice)
+		return r
+	}
+	msg := fmt.Sprintf("Gate '%s' was already resolved with choice '%s' — your choice '%s' was not recorded.", gateID, prior.Choice, choice)
+	if prior.ResolvedBy == "timeout" {
+		msg = fmt.Sprintf("Gate '%s' was settled by timeout with choice '%s' — your choice '%s' was not recorded.", gateID, prior.Choice, choice)
+	}
+	t.refuse(r, errcode.StateBlocked, msg)
+	r.AgentAction = realmv1.AgentAction_AGENT_ACTION_REPORT_TO_USER
+	if !t.run.Terminal() {
+		if next := t.whatNext(v); next != "" && next != "No step is ready." {
+			r.ContextHint = msg + " " + next
+		}
+	}
+	return r
+}
+
+// notOpenReply refuses an answer to a gate that is not the open one.
+func (t *txn) notOpenReply(gateID string) *realmv1.Reply {
+	msg := fmt.Sprintf("Gate '%s' is not the open gate and matches no committed resolution.", gateID)
+	r := t.envelope("submit_gate")
+	t.refuse(r, errcode.StateBlocked, msg)
+	if g := t.run.PendingGate; g != nil {
+		r.NextActions = []*realmv1.NextAction{t.answerAction("")}
+		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_RESOLVE_PRECONDITION
+		r.ContextHint = fmt.Sprintf("%s The open question is on step '%s' (gate '%s') — answer it as next_actions says.", msg, g.StepName, g.GateID)
+		return r
+	}
+	r.ContextHint = msg + " No question is open on this run."
+	if len(r.NextActions) == 0 {
+		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_REPORT_TO_USER
+	} else {
+		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_RESOLVE_PRECONDITION
+	}
+	return r
+}
+
+// terminalAnswerReply refuses an answer on a run that has ended.
+func (t *txn) terminalAnswerReply() *realmv1.Reply {
+	phase := t.run.Phase()
+	id := t.run.ID
+	purge := fmt.Sprintf("'realm run purge %s' previews what it would remove", id)
+	var way string
+	switch phase {
+	case record.PhaseCompleted:
+		way = "it completed, and nothing is owed."
+	case record.PhaseAborted:
+		way = "an aborted run is never resumed; " + purge + "."
+	case record.PhaseAbandoned:
+		way = fmt.Sprintf("an operator ended this run, with the reason %q; to run the work again, start a new run; %s.", t.run.TerminalReason, purge)
+	default:
+		var steps []string
+		for _, s := range t.run.FailedSteps {
+			if st := t.stepOf(s); st != nil && st.Execution != workflow.KindFinalizer {
+				steps = append(steps, s)
+			}
+		}
+		switch len(steps) {
+		case 0:
+			way = "no step failed, so 'realm run resume' has nothing to run again; " + purge + "."
+		case 1:
+			way = fmt.Sprintf("%s; to make the failed step runnable again: realm run resume %s --from %s", purge, id, steps[0])
+		default:
+			way = fmt.Sprintf("%s; to make the failed step runnable again: realm run resume %s --from <one of: %s>", purge, id, joinComma(steps))
+		}
+	}
+	msg := fmt.Sprintf("Run '%s' is terminal (%s); cannot submit a gate response — %s", id, phase, way)
+	r := t.envelope("submit_gate")
+	t.refuse(r, errcode.StateRunTerminal, msg)
+	r.AgentAction = realmv1.AgentAction_AGENT_ACTION_REPORT_TO_USER
+	return r
+}
+
+// claimProof decides what a passed claim token shows (seed "The claim token").
+func claimProof(c *record.Claim, token *string) (proof, cause string) {
+	switch {
+	case token == nil:
+		return "absent", ""
+	case c == nil:
+		return "unverifiable", "no_claim"
+	case c.Token == "":
+		return "unverifiable", "claim_has_no_token"
+	case *token == c.Token:
+		return "matched", ""
+	}
+	return "mismatch", ""
+}
+
+// proofWarning is the one sentence a proof other than matched carries.
+func proofWarning(proof, cause string, passed bool) string {
+	switch proof {
+	case "absent":
+		return "No claim_token was passed; the answer was recorded. Only the conversation that opened the question has one to pass."
+	case "mismatch":
+		return "The claim_token passed is not the one handed out when this question opened; the answer was recorded. Only the conversation that opened the question has the right one to pass."
+	case "unverifiable":
+		return fmt.Sprintf("The claim_token passed could not be checked (%s); the answer was recorded.", cause)
+	case "spent":
+		if passed {
+			return fmt.Sprintf("The claim_token passed belongs to a question already settled (%s); this call recorded nothing.", cause)
+		}
+	}
+	return ""
+}
+
+// openedBy names the program through which the question was opened.
+func openedBy(c *record.Claim) *realmv1.Holder {
+	switch {
+	case c == nil:
+		return &realmv1.Holder{AbsentCause: "no_claim"}
+	case c.Holder == nil || c.Holder.By == "":
+		if c.Since == "" {
+			return &realmv1.Holder{AbsentCause: "pre_lease_claim"}
+		}
+		return &realmv1.Holder{AbsentCause: "holder_not_recorded"}
+	}
+	return &realmv1.Holder{By: ptr(c.Holder.By), BySource: c.Holder.BySource, Channel: c.Holder.Channel}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// gateMessageReply is the refusal of a step whose gate message cannot be
+// rendered: the gate does not open and the step is not done (spec §8.2).
+func (t *txn) gateMessageReply(command string, err error) *realmv1.Reply {
+	step := command
+	if t.gateErrStep != "" {
+		step = t.gateErrStep
+	}
+	code, msg := errcode.EngineGateOpenFailed, err.Error()
+	var te *template.Error
+	if errors.As(err, &te) {
+		code, msg = errcode.Code(te.Code), te.Message
+	}
+	r := t.envelope(command)
+	t.refuse(r, code, msg)
+	r.AgentAction = realmv1.AgentAction_AGENT_ACTION_REPORT_TO_USER
+	r.ContextHint = fmt.Sprintf("Step '%s' could not open its gate: %s The run stays open; correct the workflow's gate.message and register it again.", step, msg)
+	r.StoppedStep = step
+	return r
+}
