@@ -61,43 +61,84 @@ func (e *Engine) StartRun(ctx context.Context, req *realmv1.StartRunRequest) (*r
 			return refusal(command, "", errcode.ValidationInputSchema, msg, map[string]any{"errors": schemaErrors(errs)}), nil
 		}
 	}
-	key := req.GetIdempotencyKey()
+	t, deduped, ref, err := e.createOrMatch(ctx, def, params, createOpts{
+		key: req.GetIdempotencyKey(), onLive: req.GetOnLiveMatch(), onTerminal: req.GetOnTerminalMatch(),
+		chain: true, caller: req.GetCaller(),
+	})
+	if err != nil || ref != nil {
+		return ref, err
+	}
+	if deduped {
+		return t.matchedReply("start_run"), nil
+	}
+	r := t.createdReply(command)
+	r.Deduped = ptr(false)
+	return r, nil
+}
+
+// createOpts say how a run is created.
+type createOpts struct {
+	key, onLive, onTerminal, parent string
+	// chain runs ready auto steps (start_run); a batch runs none.
+	chain  bool
+	caller *realmv1.Caller
+}
+
+// keyOf scopes an idempotency key to its workflow: the same key under
+// another workflow is unrelated (mcp spec §6).
+func keyOf(workflowID, key string) string {
+	if key == "" {
+		return ""
+	}
+	return workflowID + "\x1f" + key
+}
+
+// createOrMatch creates a run, or finds the run an idempotency key already
+// names. It returns the run's transaction (created or matched), whether it
+// was matched, or a refusal.
+func (e *Engine) createOrMatch(ctx context.Context, def *compiled, params map[string]any, o createOpts) (*txn, bool, *realmv1.Reply, error) {
+	key := keyOf(def.Def.ID, o.key)
 	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
 		var rerunOf, expect string
 		if key != "" {
 			held, err := e.st.LookupKey(ctx, key)
 			if err != nil {
-				return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to read idempotency key: "+err.Error())
+				return nil, false, nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to read idempotency key: "+err.Error())
 			}
 			if held != "" {
-				reply, rerun, err := e.matchKey(ctx, req, held)
-				if err != nil || reply != nil {
-					return reply, err
+				matched, ref, rerun, err := e.matchKey(ctx, o, held)
+				if err != nil || ref != nil {
+					return nil, false, ref, err
+				}
+				if matched != nil {
+					return matched, true, nil, nil
 				}
 				rerunOf, expect = rerun, held
 			}
 		}
-		t := e.newRun(def, params, req.GetCaller())
-		t.caller = req.GetCaller()
-		t.run.IdempotencyKey = key
+		t := e.newRun(def, params, o.caller)
+		t.caller = o.caller
+		t.run.IdempotencyKey = o.key
 		t.run.RerunOf = rerunOf
+		t.run.ParentRunID = o.parent
 		if key != "" {
 			t.run.ID = e.st.NewRunID(key)
 			t.idemKey, t.idemExpect = key, expect
 		}
-		t.startChain()
+		t.index = append(t.index, indexOp("index", t.run.ID, t.now))
+		if o.chain {
+			t.startChain()
+		}
 		err := e.commit(ctx, t)
 		if store.IsConflict(err) {
 			continue // another caller took the key first: match it
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, nil, err
 		}
-		r := t.createdReply(command)
-		r.Deduped = ptr(false)
-		return r, nil
+		return t, false, nil, nil
 	}
-	return nil, errcode.Newf(errcode.StateSnapshotMismatch, "idempotency key %q kept changing under this call", key)
+	return nil, false, nil, errcode.Newf(errcode.StateSnapshotMismatch, "idempotency key %q kept changing under this call", o.key)
 }
 
 // newRun builds the transaction that creates a run.
@@ -123,7 +164,6 @@ func (e *Engine) newRun(def *compiled, params map[string]any, caller *realmv1.Ca
 // ready, and guards that those steps make ready. A guard ready at creation
 // is not decided by the creation (spec §5.3).
 func (t *txn) startChain() {
-	t.index = append(t.index, store.IndexOp{Index: "index", Member: t.run.ID, Score: float64(t.now.UnixMilli())})
 	held := map[string]bool{}
 	for _, s := range t.def.Def.Ordered() {
 		if s.Execution == workflow.KindGuard {
@@ -172,6 +212,9 @@ func (t *txn) createdReply(command string) *realmv1.Reply {
 	default:
 		r.ContextHint = fmt.Sprintf("Run '%s' created for workflow '%s'. %s", t.run.ID, t.run.WorkflowID, t.afterHint(v))
 	}
+	if t.run.RerunOf != "" {
+		r.ContextHint += fmt.Sprintf(" This run supersedes run '%s' under the same idempotency key (on_terminal_match).", t.run.RerunOf)
+	}
 	return r
 }
 
@@ -202,41 +245,41 @@ func (t *txn) guardSentence() string {
 }
 
 // matchKey decides what a repeat of an idempotency key does (mcp spec §6).
-// It returns the reply for a matched run, or the run a new run reruns.
-func (e *Engine) matchKey(ctx context.Context, req *realmv1.StartRunRequest, held string) (*realmv1.Reply, string, error) {
+// It returns the matched run, a refusal, or the run a new run reruns.
+func (e *Engine) matchKey(ctx context.Context, o createOpts, held string) (*txn, *realmv1.Reply, string, error) {
 	t, err := e.read(ctx, held)
 	if errors.Is(err, errRunNotFound) {
-		return nil, "", nil // the run was purged; the key is free to reuse
+		return nil, nil, "", nil // the run was purged; the key is free to reuse
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	phase := t.run.Phase()
 	if !record.IsTerminalPhase(phase) {
-		if req.GetOnLiveMatch() == "fail" {
-			msg := fmt.Sprintf("Idempotency key is held by run '%s', still in phase '%s'.", held, phase)
-			return refusal("start_run", "", errcode.StateRunAlreadyActive, msg, map[string]any{"run_id": held}), "", nil
+		if o.onLive == "fail" {
+			msg := fmt.Sprintf("Idempotency key for workflow '%s' is owned by an active run '%s' (phase '%s').", t.run.WorkflowID, held, phase)
+			return nil, refusal("start_run", "", errcode.StateRunAlreadyActive, msg, map[string]any{"run_id": held}), "", nil
 		}
 		t.warnings = append(t.warnings, fmt.Sprintf("Idempotency key matched a run still in phase '%s'.", phase))
-		return t.matchedReply(), "", nil
+		return t, nil, "", nil
 	}
-	switch req.GetOnTerminalMatch() {
+	switch o.onTerminal {
 	case "reject":
-		msg := fmt.Sprintf("Idempotency key was already used by run '%s', which ended in phase '%s'.", held, phase)
-		return refusal("start_run", "", errcode.StateIdempotencyKeyUsed, msg, map[string]any{"run_id": held}), "", nil
+		msg := fmt.Sprintf("Idempotency key for workflow '%s' was already used by run '%s', which ended in phase '%s' (on_terminal_match: reject).", t.run.WorkflowID, held, phase)
+		return nil, refusal("start_run", "", errcode.StateIdempotencyKeyUsed, msg, map[string]any{"run_id": held}), "", nil
 	case "rerun":
-		return nil, held, nil
+		return nil, nil, held, nil
 	case "rerun_if_failed":
-		if phase == record.PhaseFailed {
-			return nil, held, nil
+		if phase != record.PhaseCompleted {
+			return nil, nil, held, nil
 		}
 	}
-	return t.matchedReply(), "", nil
+	return t, nil, "", nil
 }
 
 // matchedReply is start_run's reply for a repeat that matched a run.
-func (t *txn) matchedReply() *realmv1.Reply {
-	r := t.envelope("start_run")
+func (t *txn) matchedReply(command string) *realmv1.Reply {
+	r := t.envelope(command)
 	v := t.view()
 	r.NextActions = t.nextActions(v)
 	r.Deduped = ptr(true)

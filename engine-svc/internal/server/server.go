@@ -134,3 +134,22 @@ func (s *Server) SubmitHumanResponse(ctx context.Context, req *realmv1.SubmitHum
 	}
 	return &realmv1.SubmitHumanResponseResponse{Reply: r}, nil
 }
+
+func (s *Server) StartRunBatch(ctx context.Context, req *realmv1.StartRunBatchRequest) (*realmv1.StartRunBatchResponse, error) {
+	if err := required("workflow_id", req.GetWorkflowId()); err != nil {
+		return nil, err
+	}
+	resp, err := s.e.StartRunBatch(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) CreateWorkflow(ctx context.Context, req *realmv1.CreateWorkflowRequest) (*realmv1.CreateWorkflowResponse, error) {
+	if req.GetSteps() == nil {
+		return nil, status.Error(codes.InvalidArgument, "steps is required")
+	}
+	r, err := s.e.CreateWorkflow(ctx, req)
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return &realmv1.CreateWorkflowResponse{Reply: r}, nil
+}
