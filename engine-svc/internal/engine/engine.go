@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -72,7 +73,7 @@ func New(o Options) *Engine {
 		now:  o.Clock,
 		log:  o.Logger,
 		defs: newDefCache(o.DefinitionTTL),
-		runs: &runCache{max: o.RunCacheSize, m: map[string]*store.Snapshot{}},
+		runs: &runCache{max: o.RunCacheSize, m: map[string]*decoded{}},
 	}
 }
 
@@ -133,10 +134,10 @@ func (e *Engine) read(ctx context.Context, runID string) (*txn, error) {
 	return e.begin(ctx, snap)
 }
 
-func (e *Engine) snapshot(ctx context.Context, runID string, fresh bool) (*store.Snapshot, error) {
+func (e *Engine) snapshot(ctx context.Context, runID string, fresh bool) (*decoded, error) {
 	if !fresh {
-		if s := e.runs.get(runID); s != nil {
-			return s, nil
+		if d := e.runs.get(runID); d != nil {
+			return d, nil
 		}
 	}
 	s, err := e.st.LoadRun(ctx, runID)
@@ -146,12 +147,22 @@ func (e *Engine) snapshot(ctx context.Context, runID string, fresh bool) (*store
 	if err != nil {
 		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
 	}
-	e.runs.put(runID, s)
-	return s, nil
+	d, err := decode(s)
+	if err != nil {
+		return nil, err
+	}
+	e.runs.put(runID, d)
+	return d, nil
 }
 
-// begin decodes a snapshot into a transaction.
-func (e *Engine) begin(ctx context.Context, snap *store.Snapshot) (*txn, error) {
+// decoded is a snapshot decoded once: the cache hands out clones of it.
+type decoded struct {
+	snap    *store.Snapshot
+	run     *record.Run
+	outputs map[string]any
+}
+
+func decode(snap *store.Snapshot) (*decoded, error) {
 	var r record.Run
 	if err := json.Unmarshal(snap.Doc, &r); err != nil {
 		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
@@ -166,8 +177,15 @@ func (e *Engine) begin(ctx context.Context, snap *store.Snapshot) (*txn, error) 
 		}
 		outputs[step] = v
 	}
-	t := &txn{e: e, run: &r, outputs: outputs, now: e.now(), base: snap}
-	d, err := e.definition(ctx, r.WorkflowID)
+	return &decoded{snap: snap, run: &r, outputs: outputs}, nil
+}
+
+// begin starts a transaction on a decoded snapshot. The run is cloned and
+// the outputs map copied, so the cached copy is never changed; recorded
+// outputs themselves are never changed in place.
+func (e *Engine) begin(ctx context.Context, d *decoded) (*txn, error) {
+	t := &txn{e: e, run: d.run.Clone(), outputs: maps.Clone(d.outputs), now: e.now(), base: d.snap}
+	def, err := e.definition(ctx, t.run.WorkflowID)
 	if err != nil {
 		var missing *errWorkflowMissing
 		if !errors.As(err, &missing) {
@@ -175,15 +193,17 @@ func (e *Engine) begin(ctx context.Context, snap *store.Snapshot) (*txn, error) 
 		}
 		t.defErr = err
 	} else {
-		t.def = d
+		t.def = def
 	}
 	return t, nil
 }
 
 // definition returns the registered copy of a workflow.
 func (e *Engine) definition(ctx context.Context, id string) (*compiled, error) {
-	if c := e.defs.get(id, e.now()); c != nil {
-		return c, nil
+	now := e.now()
+	cached, fresh := e.defs.get(id, now)
+	if fresh {
+		return cached, nil
 	}
 	rec, err := e.st.GetWorkflow(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
@@ -192,11 +212,15 @@ func (e *Engine) definition(ctx context.Context, id string) (*compiled, error) {
 	if err != nil {
 		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load workflow from store: "+err.Error())
 	}
+	if cached != nil && cached.Stored == rec.Version {
+		e.defs.put(id, cached, now) // unchanged: keep the compiled copy
+		return cached, nil
+	}
 	c, err := compile(rec)
 	if err != nil {
 		return nil, err
 	}
-	e.defs.put(id, c, e.now())
+	e.defs.put(id, c, now)
 	return c, nil
 }
 
@@ -212,16 +236,16 @@ func hashJSON(v any) string {
 type runCache struct {
 	mu  sync.Mutex
 	max int
-	m   map[string]*store.Snapshot
+	m   map[string]*decoded
 }
 
-func (c *runCache) get(id string) *store.Snapshot {
+func (c *runCache) get(id string) *decoded {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m[id]
 }
 
-func (c *runCache) put(id string, s *store.Snapshot) {
+func (c *runCache) put(id string, s *decoded) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.m) >= c.max {
@@ -254,14 +278,16 @@ func newDefCache(ttl time.Duration) *defCache {
 	return &defCache{ttl: ttl, m: map[string]defEntry{}}
 }
 
-func (c *defCache) get(id string, now time.Time) *compiled {
+// get returns the cached definition and whether it is still fresh; a
+// stale one is returned too, so a refresh can keep it when unchanged.
+func (c *defCache) get(id string, now time.Time) (*compiled, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[id]
-	if !ok || now.Sub(e.fetched) > c.ttl {
-		return nil
+	if !ok {
+		return nil, false
 	}
-	return e.c
+	return e.c, now.Sub(e.fetched) <= c.ttl
 }
 
 func (c *defCache) put(id string, d *compiled, now time.Time) {

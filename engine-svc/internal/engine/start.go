@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -189,7 +190,7 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 		}
 		return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to write run to store: "+err.Error())
 	}
-	e.runs.put(t.run.ID, next)
+	e.runs.put(t.run.ID, &decoded{snap: next, run: t.run.Clone(), outputs: maps.Clone(t.outputs)})
 	return nil
 }
 

@@ -8,6 +8,7 @@
 package record
 
 import (
+	"maps"
 	"slices"
 	"time"
 )
@@ -385,4 +386,25 @@ func (r *Run) Normalize() {
 	if r.Params == nil {
 		r.Params = map[string]any{}
 	}
+}
+
+// Clone returns a copy of the run that a transaction may change without
+// touching r: lists and maps are copied; the values they hold are replaced,
+// never changed in place, by every writer in the engine.
+func (r *Run) Clone() *Run {
+	c := *r
+	c.CompletedSteps = slices.Clone(r.CompletedSteps)
+	c.InProgressSteps = slices.Clone(r.InProgressSteps)
+	c.FailedSteps = slices.Clone(r.FailedSteps)
+	c.SkippedSteps = slices.Clone(r.SkippedSteps)
+	c.DefaultedSteps = slices.Clone(r.DefaultedSteps)
+	c.SkipDetails = maps.Clone(r.SkipDetails)
+	c.Claims = maps.Clone(r.Claims)
+	c.Settled = maps.Clone(r.Settled)
+	c.CapabilityBlocks = maps.Clone(r.CapabilityBlocks)
+	c.ValidationRejections = maps.Clone(r.ValidationRejections)
+	c.StepErrors = maps.Clone(r.StepErrors)
+	c.FinalizerLedger = maps.Clone(r.FinalizerLedger)
+	c.ResolvedGates = maps.Clone(r.ResolvedGates)
+	return &c
 }

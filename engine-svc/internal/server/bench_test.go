@@ -37,12 +37,16 @@ func tenSteps() []byte {
 // compare-and-set of a document of the same size.
 func BenchmarkTransitions(b *testing.B) {
 	for _, runs := range []int{1, 32} {
-		b.Run(fmt.Sprintf("engine/runs=%d", runs), func(b *testing.B) { benchEngine(b, runs) })
+		b.Run(fmt.Sprintf("engine/runs=%d", runs), func(b *testing.B) { benchEngine(b, runs, false) })
+		b.Run(fmt.Sprintf("engine_core/runs=%d", runs), func(b *testing.B) { benchEngine(b, runs, true) })
 		b.Run(fmt.Sprintf("bare_cas/runs=%d", runs), func(b *testing.B) { benchBareCAS(b, runs) })
 	}
 }
 
-func benchEngine(b *testing.B, workers int) {
+// benchEngine drives transitions through gRPC, or with core set, by calling
+// the engine directly (no gRPC, no protobuf on the wire): the difference is
+// what the transport costs.
+func benchEngine(b *testing.B, workers int, core bool) {
 	e := setup(b, "redis")
 	if r := e.register(b, tenSteps()); !r.GetRegistered() {
 		b.Fatal(r.GetReport().GetText())
@@ -77,10 +81,19 @@ func benchEngine(b *testing.B, workers int) {
 						return
 					}
 					t0 := time.Now()
-					resp, err := e.client.ExecuteStep(c, &realmv1.ExecuteStepRequest{RunId: run, Command: "s" + strconv.Itoa(i), Params: answer})
+					req := &realmv1.ExecuteStepRequest{RunId: run, Command: "s" + strconv.Itoa(i), Params: answer}
+					var reply *realmv1.Reply
+					var err error
+					if core {
+						reply, err = e.eng.ExecuteStep(c, req)
+					} else {
+						var resp *realmv1.ExecuteStepResponse
+						resp, err = e.client.ExecuteStep(c, req)
+						reply = resp.GetReply()
+					}
 					lat[w] = append(lat[w], time.Since(t0))
-					if err != nil || resp.GetReply().GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK {
-						b.Errorf("step s%d: %v %v", i, err, resp.GetReply())
+					if err != nil || reply.GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK {
+						b.Errorf("step s%d: %v %v", i, err, reply)
 						return
 					}
 				}

@@ -282,3 +282,22 @@ func TestConcurrentAnswersToOneStepRecordExactlyOne(t *testing.T) {
 		}
 	})
 }
+
+// A run re-reads the registered copy as it moves: registering the workflow
+// again changes what a run already under way offers next.
+func TestRunUnderWayPicksUpTheReRegisteredWorkflow(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		v1 := "id: rereg\nname: Re-register\nversion: 1\nsteps:\n  a:\n    description: First.\n    execution: agent\n  b:\n    description: Second.\n    execution: agent\n    depends_on: [a]\n"
+		e.register(t, []byte(v1))
+		run := start(t, e, "rereg", nil).GetRunId()
+		v2 := strings.Replace(v1, "description: Second.", "description: Second, reworded.", 1)
+		if r := e.register(t, []byte(v2)); !r.GetRegistered() || r.GetStoredVersion() != 2 {
+			t.Fatalf("second registration = %v", r)
+		}
+		r := step(t, e, run, "a", map[string]any{})
+		if got := r.GetNextActions()[0].GetHumanReadable(); got != "Execute step 'b': Second, reworded." {
+			t.Errorf("next action = %q", got)
+		}
+	})
+}

@@ -28,6 +28,7 @@ type env struct {
 	st      *store.Redis
 	rc      *redis.Client
 	prefix  string
+	eng     *engine.Engine
 }
 
 // setup starts an engine over a store of the given kind, serves it with
@@ -64,7 +65,7 @@ func setup(t testing.TB, backend string) *env {
 		gs.Stop()
 		st.Close()
 	})
-	return &env{client: realmv1.NewEngineServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix}
+	return &env{client: realmv1.NewEngineServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix, eng: eng}
 }
 
 func ctx(t testing.TB) context.Context {
