@@ -61,6 +61,7 @@ func run(log *slog.Logger) error {
 	redisURL := flag.String("redis-url", os.Getenv("REDIS_URL"), "Redis URL; empty runs the embedded store")
 	buckets := flag.Int("buckets", 256, "run buckets of a new store (fixed once created)")
 	grace := flag.Duration("shutdown-grace", 20*time.Second, "how long in-flight calls may finish on shutdown")
+	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often expired gates that declare on_expiry are carried out (0 turns the sweeper off)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -90,6 +91,10 @@ func run(log *slog.Logger) error {
 	}
 
 	eng := engine.New(engine.Options{Store: st, Logger: log})
+	if *sweep > 0 {
+		// The sweeper stops with ctx; many replicas may sweep at once.
+		go eng.RunSweeper(ctx, *sweep)
+	}
 	gs := grpc.NewServer()
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
 	hs := health.NewServer()

@@ -58,6 +58,20 @@ func (t *txn) execute(command string, answer map[string]any, caller *realmv1.Cal
 		}
 		return nil
 	}
+	if x := t.enactExpiry("execute_step"); x != nil && t.run.Terminal() {
+		t.compose = func() *realmv1.Reply {
+			r := t.envelope(command)
+			r.Status = realmv1.ReplyStatus_REPLY_STATUS_BLOCKED
+			r.AgentAction = realmv1.AgentAction_AGENT_ACTION_STOP
+			r.ContextHint = fmt.Sprintf("Step '%s' cannot be called now: this call first carried out the expired question on '%s', and the run ended (%s).", command, x.step, t.run.Phase())
+			if t.endedBy != nil {
+				r.ContextHint += " " + t.guardSentence()
+			}
+			r.BlockedReason = &realmv1.BlockedReason{EligibleSteps: []string{}, Suggestion: "No other step can be called now."}
+			return r
+		}
+		return nil
+	}
 	if t.run.Terminal() {
 		t.compose = func() *realmv1.Reply {
 			r := t.envelope(command)

@@ -221,7 +221,26 @@ func (t *txn) respond(req *realmv1.SubmitHumanResponseRequest) {
 		}
 		return
 	}
+	// A late answer is never recorded: the expiry is carried out first.
+	var claimBefore *record.Claim
+	if g := t.run.PendingGate; g != nil && g.GateID == gateID {
+		claimBefore = t.run.Claims[g.StepName]
+	}
+	if x := t.enactExpiry("submit_human_response"); x != nil && x.gateID == gateID {
+		t.compose = func() *realmv1.Reply { return t.lateAnswerReply(x, choice, claimBefore, req.ClaimToken, true) }
+		return
+	}
 	if prior := t.run.ResolvedGates[gateID]; prior != nil {
+		if prior.ResolvedBy == "timeout" {
+			if prior.Choice == "" { // its abort ended the run: the ended-run refusal
+				t.compose = func() *realmv1.Reply { return t.terminalAnswerReply() }
+				return
+			}
+			at := record.ParseTime(prior.ExpiredAt)
+			x := &expiry{gateID: gateID, step: prior.Step, onExpiry: "settle_default", choice: prior.Choice, expiredAt: at, overdue: t.now.Sub(at)}
+			t.compose = func() *realmv1.Reply { return t.lateAnswerReply(x, choice, nil, req.ClaimToken, false) }
+			return
+		}
 		t.compose = func() *realmv1.Reply { return t.repeatReply(prior, gateID, choice, req.ClaimToken) }
 		return
 	}
@@ -349,6 +368,12 @@ func (t *txn) notOpenReply(gateID string) *realmv1.Reply {
 	msg := fmt.Sprintf("Gate '%s' is not the open gate and matches no committed resolution.", gateID)
 	r := t.envelope("submit_gate")
 	t.refuse(r, errcode.StateBlocked, msg)
+	if g, _, due := t.expiredGate(); due {
+		r.NextActions = []*realmv1.NextAction{t.expiredAction(g)}
+		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_RESOLVE_PRECONDITION
+		r.ContextHint = fmt.Sprintf("%s The question on step '%s' (gate '%s') can no longer be answered: its time is up — call advance_run to carry out its declared %s.", msg, g.StepName, g.GateID, g.OnExpiry)
+		return r
+	}
 	if g := t.run.PendingGate; g != nil {
 		r.NextActions = []*realmv1.NextAction{t.answerAction("")}
 		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_RESOLVE_PRECONDITION
@@ -473,4 +498,70 @@ func (t *txn) gateMessageReply(command string, err error) *realmv1.Reply {
 	r.ContextHint = fmt.Sprintf("Step '%s' could not open its gate: %s The run stays open; correct the workflow's gate.message and register it again.", step, msg)
 	r.StoppedStep = step
 	return r
+}
+
+// lateAnswerReply answers an answer that came after its question's time was
+// up (seed: "An answer after the gate's time is up is not recorded").
+// enactedHere says this call carried the expiry out; otherwise an earlier
+// call did, and reported the guards it decided.
+func (t *txn) lateAnswerReply(x *expiry, choice string, claim *record.Claim, token *string, enactedHere bool) *realmv1.Reply {
+	r := t.envelope(x.step)
+	r.AnswerRecorded = ptr(false)
+	r.ErrorDetails = toStruct(x.details(t.run.ID))
+	if !enactedHere {
+		r.Guards, r.EndedBy = nil, nil
+	}
+	v := t.view()
+	r.NextActions = t.nextActions(v)
+	after := func() string {
+		if enactedHere && t.endedBy != nil {
+			return t.guardSentence()
+		}
+		if t.run.Terminal() {
+			return ""
+		}
+		if next := t.whatNext(v); next != "No step is ready." {
+			return next
+		}
+		return ""
+	}
+	join := func(a, b string) string {
+		if b == "" {
+			return a
+		}
+		return a + " " + b
+	}
+	switch {
+	case x.onExpiry == "abort":
+		msg := fmt.Sprintf("Gate '%s' on '%s' expired and the run aborted per the workflow's declared on_expiry — your choice was NOT recorded.", x.gateID, x.step)
+		t.refuse(r, errcode.StateRunTerminal, msg)
+		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_REPORT_TO_USER
+		r.NextActions = []*realmv1.NextAction{}
+	case choice == x.choice:
+		proof, cause := "spent", "expired"
+		if enactedHere {
+			proof, cause = claimProof(claim, token)
+		}
+		r.GateClaim = &realmv1.GateClaim{Proof: proof, Cause: cause, OpenedBy: openedBy(claim)}
+		if w := proofWarning(proof, cause, token != nil); w != "" {
+			// The expiry's line and answer_recorded already say the answer
+			// was not recorded: the token fact alone.
+			r.Warnings = append(r.Warnings, firstSentence(w))
+		}
+		r.ContextHint = join("the outcome matches your choice, but it was settled by timeout; your response was not recorded.", after())
+	default:
+		msg := fmt.Sprintf("Gate '%s' was settled by timeout with choice '%s' — your choice '%s' was not recorded.", x.gateID, x.choice, choice)
+		t.refuse(r, errcode.StateBlocked, msg)
+		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_REPORT_TO_USER
+		r.ContextHint = join(msg, after())
+	}
+	return r
+}
+
+// firstSentence cuts a warning to its first sentence.
+func firstSentence(s string) string {
+	if i := strings.Index(s, "; "); i >= 0 {
+		return s[:i] + "."
+	}
+	return s
 }

@@ -84,6 +84,9 @@ func (t *txn) whatNext(v view) string {
 // nextActions lists the calls that can be made next; advance_run is last.
 func (t *txn) nextActions(v view) []*realmv1.NextAction {
 	if t.run.PendingGate != nil && !t.run.Terminal() {
+		if g, _, due := t.expiredGate(); due {
+			return []*realmv1.NextAction{t.expiredAction(g)}
+		}
 		return []*realmv1.NextAction{t.answerAction("")}
 	}
 	out := make([]*realmv1.NextAction, 0, len(v.agents)+1)

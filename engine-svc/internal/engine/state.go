@@ -131,6 +131,9 @@ func (t *txn) stateNext() ([]*realmv1.NextAction, string) {
 	case t.def == nil:
 		return []*realmv1.NextAction{}, "workflow_unresolved"
 	case t.run.PendingGate != nil:
+		if g, _, due := t.expiredGate(); due {
+			return []*realmv1.NextAction{t.expiredAction(g)}, "advance_owed"
+		}
 		return []*realmv1.NextAction{t.answerAction("")}, "awaiting_human"
 	}
 	v := t.view()
@@ -221,6 +224,7 @@ func (e *Engine) AdvanceRun(ctx context.Context, req *realmv1.AdvanceRunRequest)
 		if t.def == nil || t.run.Terminal() {
 			return nil
 		}
+		t.expired = t.enactExpiry("advance_run")
 		t.advance(advanceOpts{decideGuards: true, chain: true})
 		return nil
 	})
@@ -257,6 +261,18 @@ func (e *Engine) AdvanceRun(ctx context.Context, req *realmv1.AdvanceRunRequest)
 		r.ContextHint = fmt.Sprintf("Run '%s' is already terminal (%s); nothing ran.", t.run.ID, t.run.Phase())
 		if tail := t.terminalTail(); tail != "" {
 			r.ContextHint += " " + tail
+		}
+	case t.expired != nil && !t.hasChained:
+		r.ContextHint = t.expiryHint(v)
+		if t.endedBy != nil {
+			// The guard the expiry decided is told in the expiry's line.
+			for i, w := range r.Warnings {
+				if w == t.expiryLine {
+					r.Warnings[i] = w + " " + t.guardSentence()
+				}
+			}
+			r.Guards, r.EndedBy = nil, nil
+			return r, nil
 		}
 	case t.endedBy != nil:
 		r.ContextHint = t.guardSentence()

@@ -50,6 +50,10 @@ type txn struct {
 	// gateErr is a gate message that could not be rendered.
 	gateErr     error
 	gateErrStep string
+	// expiryLine is the warnings line of an expiry this write carried out.
+	expiryLine string
+	// expired is the expiry this write carried out, if any.
+	expired *expiry
 	// compose builds the reply once the write has committed.
 	// scopeCache is what conditions read, built once per change.
 	scopeCache *condition.Scope

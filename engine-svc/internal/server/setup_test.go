@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,7 +30,14 @@ type env struct {
 	rc      *redis.Client
 	prefix  string
 	eng     *engine.Engine
+	clock   *clock
 }
+
+// clock is the engine's injected time: tests move it instead of waiting.
+type clock struct{ offset atomic.Int64 }
+
+func (c *clock) Now() time.Time           { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // setup starts an engine over a store of the given kind, serves it with
 // real gRPC on a loopback socket, and returns a client.
@@ -48,7 +56,8 @@ func setup(t testing.TB, backend string) *env {
 	}
 	counter := &store.RoundTripCounter{}
 	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16, Counter: counter})
-	eng := engine.New(engine.Options{Store: st})
+	clk := &clock{}
+	eng := engine.New(engine.Options{Store: st, Clock: clk.Now})
 	gs := grpc.NewServer()
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,7 +74,7 @@ func setup(t testing.TB, backend string) *env {
 		gs.Stop()
 		st.Close()
 	})
-	return &env{client: realmv1.NewEngineServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix, eng: eng}
+	return &env{client: realmv1.NewEngineServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix, eng: eng, clock: clk}
 }
 
 func ctx(t testing.TB) context.Context {

@@ -158,6 +158,9 @@ type Store interface {
 	NewRunID(key string) string
 	// ListRuns pages through the run index, newest first.
 	ListRuns(ctx context.Context, f ListFilter) (*RunPage, error)
+	// Due returns members of a bucket index scored at or below upTo, across
+	// every bucket (the timers: "expiries").
+	Due(ctx context.Context, index string, upTo float64, limit int) ([]string, error)
 	// DeleteRun removes a run, its outputs, evidence and index entries.
 	DeleteRun(ctx context.Context, runID string) error
 

@@ -40,6 +40,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"DeleteRemovesRunEvidenceAndIndexEntry", testDelete},
 		{"WorkflowVersionsAreAllKept", testWorkflows},
 		{"MalformedChangesAreRefusedNotConflicts", testInvalid},
+		{"DueReturnsMembersAtOrBelowTheTimeAcrossBuckets", testDue},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -503,5 +504,40 @@ func testInvalid(t *testing.T, s store.Store) {
 	}
 	if _, err := s.LoadRun(ctx, id); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a refused change wrote the run: %v", err)
+	}
+}
+
+func testDue(t *testing.T, s store.Store) {
+	var ids []string
+	for i, at := range []float64{100, 200, 300} {
+		id := s.NewRunID("")
+		ids = append(ids, id)
+		create(t, s, id, func(c *store.Change) {
+			c.Index = []store.IndexOp{{Index: "expiries", Member: c.RunID, Score: at}}
+		})
+		_ = i
+	}
+	due, err := s.Due(ctx, "expiries", 200, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(due)
+	want := slices.Clone(ids[:2])
+	slices.Sort(want)
+	if !slices.Equal(due, want) {
+		t.Fatalf("due at 200 = %v, want %v", due, want)
+	}
+	if due, _ := s.Due(ctx, "expiries", 50, 10); len(due) != 0 {
+		t.Fatalf("due at 50 = %v, want none", due)
+	}
+	if due, _ := s.Due(ctx, "expiries", 1000, 1); len(due) != 1 {
+		t.Fatalf("limit 1 returned %v", due)
+	}
+	// A deleted run leaves the timers too.
+	if err := s.DeleteRun(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if due, _ := s.Due(ctx, "expiries", 1000, 10); slices.Contains(due, ids[0]) {
+		t.Fatalf("deleted run still due: %v", due)
 	}
 }
