@@ -36,7 +36,7 @@ type env struct {
 // clock is the engine's injected time: tests move it instead of waiting.
 type clock struct{ offset atomic.Int64 }
 
-func (c *clock) Now() time.Time           { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // setup starts an engine over a store of the given kind, serves it with
