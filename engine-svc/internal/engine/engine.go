@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -160,6 +161,7 @@ type decoded struct {
 	snap    *store.Snapshot
 	run     *record.Run
 	outputs map[string]any
+	traces  map[string][]byte // buffered trace entries by step (raw JSON)
 }
 
 func decode(snap *store.Snapshot) (*decoded, error) {
@@ -170,21 +172,26 @@ func decode(snap *store.Snapshot) (*decoded, error) {
 	r.Version = snap.Version
 	r.Normalize()
 	outputs := make(map[string]any, len(snap.Outputs))
+	traces := map[string][]byte{}
 	for step, raw := range snap.Outputs {
+		if name, ok := strings.CutPrefix(step, traceField); ok {
+			traces[name] = raw
+			continue
+		}
 		var v any
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
 		}
 		outputs[step] = v
 	}
-	return &decoded{snap: snap, run: &r, outputs: outputs}, nil
+	return &decoded{snap: snap, run: &r, outputs: outputs, traces: traces}, nil
 }
 
 // begin starts a transaction on a decoded snapshot. The run is cloned and
 // the outputs map copied, so the cached copy is never changed; recorded
 // outputs themselves are never changed in place.
 func (e *Engine) begin(ctx context.Context, d *decoded) (*txn, error) {
-	t := &txn{e: e, run: d.run.Clone(), outputs: maps.Clone(d.outputs), now: e.now(), base: d.snap}
+	t := &txn{e: e, run: d.run.Clone(), outputs: maps.Clone(d.outputs), traces: maps.Clone(d.traces), now: e.now(), base: d.snap}
 	def, err := e.definition(ctx, t.run.WorkflowID)
 	if err != nil {
 		var missing *errWorkflowMissing

@@ -226,7 +226,11 @@ func (t *txn) respond(req *realmv1.SubmitHumanResponseRequest) {
 	if g := t.run.PendingGate; g != nil && g.GateID == gateID {
 		claimBefore = t.run.Claims[g.StepName]
 	}
-	if x := t.enactExpiry("submit_human_response"); x != nil && x.gateID == gateID {
+	via := "submit_human_response"
+	if req.GetCaller().GetChannel() == realmv1.Channel_CHANNEL_RUN {
+		via = "respond" // the CLI's word for the act (cli spec §4.1)
+	}
+	if x := t.enactExpiry(via); x != nil && x.gateID == gateID {
 		t.compose = func() *realmv1.Reply { return t.lateAnswerReply(x, choice, claimBefore, req.ClaimToken, true) }
 		return
 	}

@@ -215,6 +215,9 @@ func (t *txn) envelope(command string) *realmv1.Reply {
 		t.fixChainPhases()
 		r.ChainedAutoSteps = t.chained
 	}
+	if a := t.adopted; a != nil {
+		r.AdoptedOwn, r.AdoptedAnonymous, r.PreservedForeign = ptr(int32(a[0])), ptr(int32(a[1])), ptr(int32(a[2]))
+	}
 	return r
 }
 

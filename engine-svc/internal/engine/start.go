@@ -156,7 +156,7 @@ func (e *Engine) newRun(def *compiled, params map[string]any, caller *realmv1.Ca
 		RunPhase:        record.PhaseRunning,
 	}
 	r.Normalize()
-	t := &txn{e: e, run: r, def: def, outputs: map[string]any{}, now: now, base: &store.Snapshot{Version: -1}, create: true}
+	t := &txn{e: e, run: r, def: def, outputs: map[string]any{}, traces: map[string][]byte{}, now: now, base: &store.Snapshot{Version: -1}, create: true}
 	t.touch()
 	return t
 }
@@ -190,7 +190,7 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 		}
 		return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to write run to store: "+err.Error())
 	}
-	e.runs.put(t.run.ID, &decoded{snap: next, run: t.run.Clone(), outputs: maps.Clone(t.outputs)})
+	e.runs.put(t.run.ID, &decoded{snap: next, run: t.run.Clone(), outputs: maps.Clone(t.outputs), traces: maps.Clone(t.traces)})
 	return nil
 }
 

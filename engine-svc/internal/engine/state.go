@@ -179,6 +179,10 @@ func (e *Engine) AbandonRun(ctx context.Context, req *realmv1.AbandonRunRequest)
 		if g := r.PendingGate; g != nil {
 			msg := fmt.Sprintf("Run '%s' is waiting on human gate '%s' (gate '%s'); answer it before abandoning. Answer it: submit_human_response {run_id: '%s', gate_id: '%s', choice: <one of: %s>}.",
 				r.ID, g.StepName, g.GateID, r.ID, g.GateID, joinComma(g.Choices))
+			if req.GetCaller().GetChannel() == realmv1.Channel_CHANNEL_RUN {
+				msg = fmt.Sprintf("Run '%s' is waiting on human gate '%s' (gate '%s'); answer it before abandoning. Answer it: realm run respond %s --gate %s --choice <one of: %s>.",
+					r.ID, g.StepName, g.GateID, r.ID, g.GateID, joinComma(g.Choices))
+			}
 			ref := refusal("abandon_run", r.ID, errcode.StateTransitionDenied, msg, nil)
 			ref.RunVersion = nil
 			resp = &realmv1.AbandonRunResponse{Refusal: ref}

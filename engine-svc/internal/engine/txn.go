@@ -27,6 +27,8 @@ type txn struct {
 
 	dirty      bool
 	newOutputs map[string]any
+	traces     map[string][]byte
+	newTraces  map[string][]byte
 	evidence   []*record.Entry
 	index      []store.IndexOp
 	idemKey    string
@@ -54,6 +56,11 @@ type txn struct {
 	expiryLine string
 	// expired is the expiry this write carried out, if any.
 	expired *expiry
+	// traceIn and nonce are execute_step's trace entries and writer_nonce.
+	traceIn []*realmv1.TraceEntry
+	nonce   string
+	// adopted counts the trace entries an agent step's record took.
+	adopted *[3]int
 	// compose builds the reply once the write has committed.
 	// scopeCache is what conditions read, built once per change.
 	scopeCache *condition.Scope
@@ -132,6 +139,17 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 			}
 			c.Outputs[step] = b
 			next.Outputs[step] = b
+		}
+	}
+	for step, b := range t.newTraces {
+		if c.Outputs == nil {
+			c.Outputs = map[string][]byte{}
+		}
+		c.Outputs[traceField+step] = b // nil deletes the buffer
+		if b == nil {
+			delete(next.Outputs, traceField+step)
+		} else {
+			next.Outputs[traceField+step] = b
 		}
 	}
 	for _, e := range t.evidence {

@@ -224,6 +224,7 @@ type Entry struct {
 	ClaimProof      map[string]any `json:"claim_proof,omitempty"`
 	Resolution      string         `json:"resolution,omitempty"`
 	Trace           []any          `json:"trace,omitempty"`
+	TraceSummary    map[string]any `json:"trace_summary,omitempty"`
 	EffectiveTimeut int            `json:"effective_timeout_seconds,omitempty"`
 }
 

@@ -153,3 +153,14 @@ func (s *Server) CreateWorkflow(ctx context.Context, req *realmv1.CreateWorkflow
 	}
 	return &realmv1.CreateWorkflowResponse{Reply: r}, nil
 }
+
+func (s *Server) AppendTrace(ctx context.Context, req *realmv1.AppendTraceRequest) (*realmv1.AppendTraceResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	if err := required("step_id", req.GetStepId()); err != nil {
+		return nil, err
+	}
+	resp, err := s.e.AppendTrace(ctx, req)
+	return resp, grpcErr(err)
+}
