@@ -76,8 +76,9 @@ if [[ $ready -ne 1 ]]; then
 	exit 1
 fi
 
-# Later services join here as they land, e.g.:
-#   [[ -x bin/mcp-svc ]] && start mcp-svc --addr 127.0.0.1:3001 --engine-addr "$ENGINE_ADDR"
+# The MCP front door, in dev mode (no token) on loopback only.
+MCP_ADDR=127.0.0.1:8080
+start mcp-svc --addr "$MCP_ADDR" --engine-addr "$ENGINE_ADDR" --dev
 
 shopt -s nullglob
 for wf in examples/*.yaml examples/*/workflow.yaml; do
@@ -88,6 +89,7 @@ shopt -u nullglob
 echo
 echo "Realm is running (store: $DATA_DIR). Front doors:"
 echo "  engine-svc (gRPC): $ENGINE_ADDR"
+echo "  mcp-svc (MCP, streamable HTTP): http://$MCP_ADDR/mcp (dev mode: no token)"
 echo
 echo "Try: bin/realm workflow list    ·    bin/realm run start <workflow>"
 echo "Press Ctrl-C to stop."

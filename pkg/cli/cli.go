@@ -129,7 +129,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.addr, "addr", "", "engine-svc address (default $"+client.EngineAddrEnv+" or "+client.DefaultEngineAddr+")")
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", DefaultTimeout, "how long to wait for engine-svc to answer")
-	root.AddCommand(a.workflowCommand(), a.runCommand())
+	root.AddCommand(a.workflowCommand(), a.runCommand(), a.serveCommand(), a.mcpCommand())
 	return root
 }
 

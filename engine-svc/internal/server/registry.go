@@ -1,0 +1,104 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/realm-go/realm/engine-svc/internal/registry"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+// Registry implements realmv1.RegistryServiceServer over the shared registry.
+type Registry struct {
+	realmv1.UnimplementedRegistryServiceServer
+	reg *registry.Registry
+}
+
+// NewRegistry returns the registry service.
+func NewRegistry(reg *registry.Registry) *Registry { return &Registry{reg: reg} }
+
+// Leases are clamped: long enough to survive a hiccup, short enough that a
+// dead runner stops getting steps soon.
+const (
+	minLease     = 2 * time.Second
+	maxLease     = 5 * time.Minute
+	defaultLease = 15 * time.Second
+)
+
+func clampLease(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return defaultLease
+	case d < minLease:
+		return minLease
+	case d > maxLease:
+		return maxLease
+	}
+	return d
+}
+
+func (s *Registry) Register(ctx context.Context, req *realmv1.RegisterRequest) (*realmv1.RegisterResponse, error) {
+	if req.GetEndpoint() == "" {
+		return nil, status.Error(codes.InvalidArgument, "endpoint is required")
+	}
+	if len(req.GetHandlers()) == 0 && len(req.GetAdapters()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "a runner must serve at least one handler or adapter")
+	}
+	seen := map[string]bool{}
+	r := registry.Runner{Name: req.GetRunnerName(), Endpoint: req.GetEndpoint(), Adapters: req.GetAdapters()}
+	for _, h := range req.GetHandlers() {
+		if h.GetName() == "" {
+			return nil, status.Error(codes.InvalidArgument, "a handler needs a name")
+		}
+		if seen[h.GetName()] {
+			return nil, status.Errorf(codes.InvalidArgument, "handler '%s' is declared twice by this runner; names must be unique", h.GetName())
+		}
+		seen[h.GetName()] = true
+		r.Handlers = append(r.Handlers, registry.Handler{Name: h.GetName(), UsesResources: h.GetUsesResources()})
+	}
+	lease := clampLease(req.GetLease().AsDuration())
+	got, err := s.reg.Register(ctx, r, lease)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return &realmv1.RegisterResponse{RunnerId: got.ID, LeaseExpiresAt: timestamppb.New(got.Expires)}, nil
+}
+
+func (s *Registry) Renew(ctx context.Context, req *realmv1.RenewRequest) (*realmv1.RenewResponse, error) {
+	exp, err := s.reg.Renew(ctx, req.GetRunnerId(), defaultLease)
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil, status.Error(codes.NotFound, "runner is not registered (its lease ran out): register again")
+	}
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return &realmv1.RenewResponse{LeaseExpiresAt: timestamppb.New(exp)}, nil
+}
+
+func (s *Registry) Deregister(ctx context.Context, req *realmv1.DeregisterRequest) (*realmv1.DeregisterResponse, error) {
+	if err := s.reg.Deregister(ctx, req.GetRunnerId()); err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return &realmv1.DeregisterResponse{}, nil
+}
+
+func (s *Registry) ListCapabilities(ctx context.Context, _ *realmv1.ListCapabilitiesRequest) (*realmv1.ListCapabilitiesResponse, error) {
+	live, err := s.reg.Live(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	resp := &realmv1.ListCapabilitiesResponse{}
+	for _, r := range live {
+		info := &realmv1.RunnerInfo{RunnerId: r.ID, RunnerName: r.Name, Endpoint: r.Endpoint, Adapters: r.Adapters, LeaseExpiresAt: timestamppb.New(r.Expires)}
+		for _, h := range r.Handlers {
+			info.Handlers = append(info.Handlers, &realmv1.HandlerSpec{Name: h.Name, UsesResources: h.UsesResources})
+		}
+		resp.Runners = append(resp.Runners, info)
+	}
+	return resp, nil
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/realm-go/realm/engine-svc/enginetest"
+	"github.com/realm-go/realm/pkg/client"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/mcpserver"
+)
+
+// benchWorkflow has one agent step with no schema: every execute_step
+// completes it, so each call does the same work.
+const benchWorkflow = `id: bench
+name: Bench
+version: 1
+steps:
+  answer:
+    description: Answer anything.
+    execution: agent
+`
+
+// BenchmarkMCPFrontDoor measures, over real HTTP on loopback with 1 and 16
+// concurrent clients: a no-op tool on the same go-sdk server setup (the
+// SDK's floor), execute_step through mcp-svc, and the same execute_step
+// straight over gRPC. It reports p50/p99 latency, calls/s and allocs/call
+// (allocations of client, front door and engine together: one process).
+func BenchmarkMCPFrontDoor(b *testing.B) {
+	engineAddr := enginetest.Start(b, "redis")
+	eng, conn, err := client.DialEngine(context.Background(), engineAddr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	if resp, err := eng.RegisterWorkflow(context.Background(), &realmv1.RegisterWorkflowRequest{
+		Source: &realmv1.WorkflowSource{Yaml: []byte(benchWorkflow), Path: "bench.yaml"},
+	}); err != nil || !resp.GetRegistered() {
+		b.Fatalf("register: %v %v", err, resp.GetReport().GetErrors())
+	}
+
+	// The SDK's floor: one no-op tool, the same stateless JSON handler.
+	noop := mcp.NewServer(&mcp.Implementation{Name: "noop", Version: "0"}, nil)
+	noop.AddTool(&mcp.Tool{Name: "noop", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "{}"}}}, nil
+		})
+	noopSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return noop },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+	b.Cleanup(noopSrv.Close)
+
+	realm := mcpserver.New(mcpserver.Options{Engine: eng, EngineAddr: engineAddr, Caller: &realmv1.Caller{Channel: realmv1.Channel_CHANNEL_MCP_HTTP}, ErrorLog: io.Discard})
+	realmSrv := httptest.NewServer(realm.HTTPHandler(mcpserver.HTTPOptions{Token: "bench"}))
+	b.Cleanup(realmSrv.Close)
+	authed := &http.Client{Transport: bearer{"bench", &http.Transport{MaxIdleConnsPerHost: 64}}}
+
+	for _, clients := range []int{1, 16} {
+		b.Run(fmt.Sprintf("noop-tool/clients=%d", clients), func(b *testing.B) {
+			sessions := benchSessions(b, noopSrv.URL, nil, clients)
+			measure(b, clients, func(w, _ int) error {
+				res, err := sessions[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{}})
+				return toolErr(res, err)
+			})
+		})
+		b.Run(fmt.Sprintf("execute_step-mcp/clients=%d", clients), func(b *testing.B) {
+			runs := benchRuns(b, eng)
+			sessions := benchSessions(b, realmSrv.URL, authed, clients)
+			measure(b, clients, func(w, i int) error {
+				res, err := sessions[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_step",
+					Arguments: map[string]any{"run_id": runs[i], "command": "answer", "params": map[string]any{"ok": true}}})
+				return toolErr(res, err)
+			})
+		})
+		b.Run(fmt.Sprintf("execute_step-grpc/clients=%d", clients), func(b *testing.B) {
+			runs := benchRuns(b, eng)
+			measure(b, clients, func(_, i int) error {
+				p, _ := mcpStruct(map[string]any{"ok": true})
+				resp, err := eng.ExecuteStep(context.Background(), &realmv1.ExecuteStepRequest{RunId: runs[i], Command: "answer", Params: p})
+				if err == nil && resp.GetReply().GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK {
+					err = fmt.Errorf("status %v: %v", resp.GetReply().GetStatus(), resp.GetReply().GetErrors())
+				}
+				return err
+			})
+		})
+	}
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (t bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return t.next.RoundTrip(r)
+}
+
+func benchSessions(b *testing.B, url string, hc *http.Client, n int) []*mcp.ClientSession {
+	b.Helper()
+	out := make([]*mcp.ClientSession, n)
+	for i := range out {
+		c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "0"}, nil)
+		s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		out[i] = s
+	}
+	return out
+}
+
+// benchRuns starts b.N runs before the clock starts, one per call.
+func benchRuns(b *testing.B, eng realmv1.EngineServiceClient) []string {
+	b.Helper()
+	runs := make([]string, b.N)
+	for i := range runs {
+		resp, err := eng.StartRun(context.Background(), &realmv1.StartRunRequest{WorkflowId: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runs[i] = resp.GetReply().GetRunId()
+	}
+	return runs
+}
+
+// measure runs b.N calls spread over clients goroutines and reports
+// latency percentiles and throughput.
+func measure(b *testing.B, clients int, do func(worker, i int) error) {
+	b.Helper()
+	lat := make([]time.Duration, b.N)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for w := 0; w < clients; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				t0 := time.Now()
+				if err := do(w, i); err != nil {
+					failed.Store(err)
+					return
+				}
+				lat[i] = time.Since(t0)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
+}
+
+func toolErr(res *mcp.CallToolResult, err error) error {
+	if err != nil {
+		return err
+	}
+	if res.IsError {
+		return fmt.Errorf("tool error: %v", res.Content[0].(*mcp.TextContent).Text)
+	}
+	return nil
+}
+
+func mcpStruct(m map[string]any) (*structpb.Struct, error) { return structpb.NewStruct(m) }

@@ -1,0 +1,113 @@
+// Command mcp-svc is Realm's MCP front door: the 11 tools over streamable
+// HTTP (stateless, so any replica answers any request), each call one
+// engine-svc gRPC call.
+//
+//	mcp-svc [--addr 127.0.0.1:8080] [--engine-addr 127.0.0.1:7070] [--dev]
+//
+// MCP is served at /mcp; /healthz answers 200 without a token (probes).
+// Authentication as `realm serve`: Authorization: Bearer $REALM_SERVE_TOKEN,
+// required unless --dev or REALM_DEV=1.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/realm-go/realm/pkg/cli"
+	"github.com/realm-go/realm/pkg/client"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/mcpserver"
+)
+
+const logPrefix = "mcp-svc: "
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// run is the program: args without the program name; getenv is the
+// environment (REALM_SERVE_TOKEN, REALM_DEV, REALM_OPERATOR, …).
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	envOr := func(key, def string) string {
+		if v := strings.TrimSpace(getenv(key)); v != "" {
+			return v
+		}
+		return def
+	}
+	fs := flag.NewFlagSet("mcp-svc", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", envOr("REALM_MCP_LISTEN", "127.0.0.1:8080"), "HTTP listen address")
+	engineAddr := fs.String("engine-addr", envOr(client.EngineAddrEnv, client.DefaultEngineAddr), "engine-svc gRPC address")
+	devFlag := fs.Bool("dev", false, "disable the token check (local development only)")
+	origins := fs.String("allowed-origins", getenv("REALM_MCP_ALLOWED_ORIGINS"), "comma-separated browser origins accepted besides loopback ones")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	dev := mcpserver.DevMode(*devFlag, getenv)
+	token, err := mcpserver.Token(dev, getenv)
+	if err != nil {
+		return err
+	}
+	caller, err := mcpserver.AmbientCaller(getenv, realmv1.Channel_CHANNEL_MCP_HTTP)
+	if err != nil {
+		return fmt.Errorf("%s%w", logPrefix, err)
+	}
+	// Lazy dial: mcp-svc starts while engine-svc is down, and a call then
+	// says it cannot reach it.
+	conn, err := grpc.NewClient(*engineAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("Error: cannot reach engine-svc at %s: %w", *engineAddr, err)
+	}
+	defer conn.Close()
+
+	srv := mcpserver.New(mcpserver.Options{
+		Engine:     realmv1.NewEngineServiceClient(conn),
+		EngineAddr: *engineAddr,
+		Caller:     caller,
+		Version:    cli.Version,
+		ErrorLog:   stderr,
+		LogPrefix:  logPrefix,
+	})
+	var allowed []string
+	for _, o := range strings.Split(*origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			allowed = append(allowed, o)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Token: token, AllowedOrigins: allowed}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+
+	lis, err := mcpserver.Listen(*addr)
+	if err != nil {
+		return fmt.Errorf("Error: %w", err)
+	}
+	if dev {
+		fmt.Fprintln(stdout, mcpserver.DevWarning)
+	}
+	fmt.Fprintf(stdout, "Realm MCP server listening on http://%s/mcp\n", lis.Addr())
+	if !dev {
+		fmt.Fprintln(stdout, mcpserver.AuthLine)
+	}
+	return mcpserver.Serve(ctx, lis, mux, 10*time.Second)
+}
