@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/realm-go/realm/engine-svc/internal/engine"
+	"github.com/realm-go/realm/engine-svc/internal/registry"
 	"github.com/realm-go/realm/engine-svc/internal/server"
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/engine-svc/internal/store/embedded"
@@ -90,16 +91,20 @@ func run(log *slog.Logger) error {
 		return fmt.Errorf("store unreachable: %w", err)
 	}
 
-	eng := engine.New(engine.Options{Store: st, Logger: log})
+	reg := registry.New(client, "", nil, 0)
+	eng := engine.New(engine.Options{Store: st, Logger: log, Registry: reg})
+	defer eng.Close()
 	if *sweep > 0 {
 		// The sweeper stops with ctx; many replicas may sweep at once.
 		go eng.RunSweeper(ctx, *sweep)
 	}
 	gs := grpc.NewServer()
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
+	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	hs.SetServingStatus("realm.v1.EngineService", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus("realm.v1.RegistryService", healthpb.HealthCheckResponse_SERVING)
 	reflection.Register(gs)
 
 	lis, err := net.Listen("tcp", *addr)

@@ -172,14 +172,19 @@ func (t *txn) advance(o advanceOpts) {
 				}
 			case workflow.KindAuto:
 				if o.chain && t.runnableHere(s) == "" {
-					if s.Gated() {
-						// The gate comes before the work (spec §10.3): the
-						// person decides on what the step would be given.
+					switch {
+					case s.Handler != "":
+						// Handler steps run after this write, on a runner;
+						// a gate on one opens once its work is done.
+						t.claimForDispatch(s)
+					case s.Gated():
+						// The gate comes before a bare step (spec §10.3): the
+						// person decides on what the step would record.
 						if err := t.openGate(s, t.passThroughOutput(s), t.caller); err != nil {
 							t.gateErr, t.gateErrStep = err, s.Name
 							continue
 						}
-					} else {
+					default:
 						t.runPassThrough(s)
 					}
 					changed = true
@@ -225,7 +230,7 @@ func (t *txn) maybeComplete(arm string) {
 // without one the step waits, blocked on capability, and the run is not
 // failed.
 func (t *txn) runnableHere(s *workflow.Step) string {
-	if s.Handler != "" {
+	if s.Handler != "" && !t.capable(s.Handler) {
 		return fmt.Sprintf("'%s' cannot run here (capability): handler '%s' is not registered here — load the missing extension, or run the step on a runner that has it.", s.Name, s.Handler)
 	}
 	if s.UsesService != "" {

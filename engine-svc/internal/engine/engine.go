@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/engine-svc/internal/registry"
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/pkg/errcode"
 	"github.com/realm-go/realm/pkg/workflow"
@@ -36,6 +37,9 @@ type Options struct {
 	Clock func() time.Time
 	// Logger receives structured logs; slog.Default() when nil.
 	Logger *slog.Logger
+	// Registry is the capability registry; without it only built-in
+	// handlers run here.
+	Registry *registry.Registry
 	// DefinitionTTL bounds how long a definition read from the store is
 	// reused before it is read again (re-registration on another replica is
 	// seen within it). Registration through this engine is seen at once.
@@ -48,11 +52,13 @@ type Options struct {
 // use and keeps no state that another replica would need: the run cache is
 // an optimisation that the store's compare-and-set keeps honest.
 type Engine struct {
-	st   store.Store
-	now  func() time.Time
-	log  *slog.Logger
-	defs *defCache
-	runs *runCache
+	st    store.Store
+	now   func() time.Time
+	log   *slog.Logger
+	defs  *defCache
+	runs  *runCache
+	reg   *registry.Registry
+	conns *connPool
 }
 
 // New returns an Engine.
@@ -70,11 +76,13 @@ func New(o Options) *Engine {
 		o.RunCacheSize = 4096
 	}
 	return &Engine{
-		st:   o.Store,
-		now:  o.Clock,
-		log:  o.Logger,
-		defs: newDefCache(o.DefinitionTTL),
-		runs: &runCache{max: o.RunCacheSize, m: map[string]*decoded{}},
+		st:    o.Store,
+		now:   o.Clock,
+		log:   o.Logger,
+		defs:  newDefCache(o.DefinitionTTL),
+		runs:  &runCache{max: o.RunCacheSize, m: map[string]*decoded{}},
+		reg:   o.Registry,
+		conns: &connPool{},
 	}
 }
 
@@ -191,7 +199,7 @@ func decode(snap *store.Snapshot) (*decoded, error) {
 // the outputs map copied, so the cached copy is never changed; recorded
 // outputs themselves are never changed in place.
 func (e *Engine) begin(ctx context.Context, d *decoded) (*txn, error) {
-	t := &txn{e: e, run: d.run.Clone(), outputs: maps.Clone(d.outputs), traces: maps.Clone(d.traces), now: e.now(), base: d.snap}
+	t := &txn{e: e, ctx: ctx, run: d.run.Clone(), outputs: maps.Clone(d.outputs), traces: maps.Clone(d.traces), now: e.now(), base: d.snap}
 	def, err := e.definition(ctx, t.run.WorkflowID)
 	if err != nil {
 		var missing *errWorkflowMissing
@@ -230,6 +238,9 @@ func (e *Engine) definition(ctx context.Context, id string) (*compiled, error) {
 	e.defs.put(id, c, now)
 	return c, nil
 }
+
+// Close releases the engine's connections to runners.
+func (e *Engine) Close() { e.conns.Close() }
 
 // hashJSON is the evidence hash: SHA-256 of the output's JSON bytes.
 func hashJSON(v any) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/errcode"
@@ -30,7 +31,10 @@ func (e *Engine) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepReques
 	if err != nil {
 		return nil, err
 	}
-	return t.compose(), nil
+	if err := e.drive(ctx, t); err != nil {
+		return nil, err
+	}
+	return t.finish(t.compose()), nil
 }
 
 // readFailure turns a run that cannot be found or read into its reply.
@@ -107,9 +111,13 @@ func (t *txn) execute(command string, answer map[string]any, caller *realmv1.Cal
 			t.compose = func() *realmv1.Reply { return t.cannotRunReply(command, why) }
 			return nil
 		}
-		t.runPassThrough(s)
-		t.hasChained, t.chained = false, nil // the called step is not a chained one
-		t.lastAuto = ""
+		if s.Handler != "" {
+			t.claimForDispatch(s)
+		} else {
+			t.runPassThrough(s)
+			t.hasChained, t.chained = false, nil // the called step is not a chained one
+			t.lastAuto = ""
+		}
 		t.advance(advanceOpts{decideGuards: true, chain: true})
 		t.compose = func() *realmv1.Reply { return t.stepReply(command, s.Name) }
 	}
@@ -290,6 +298,9 @@ func (t *txn) stepReply(command, step string) *realmv1.Reply {
 	if t.openedGate != "" {
 		return t.gateReply(command)
 	}
+	if r := t.outcomeReply(command); r != nil {
+		return r
+	}
 	if t.gateErr != nil {
 		return t.gateMessageReply(command, t.gateErr)
 	}
@@ -414,4 +425,51 @@ func joinComma(xs []string) string {
 		out += x
 	}
 	return out
+}
+
+// outcomeReply is the reply of a call whose dispatched step failed or
+// aborted the run; nil when neither happened.
+func (t *txn) outcomeReply(command string) *realmv1.Reply {
+	switch {
+	case t.failed != nil:
+		f := t.failed
+		r := t.envelope(command)
+		r.Status = realmv1.ReplyStatus_REPLY_STATUS_ERROR
+		r.Errors = []string{f.msg}
+		r.ErrorCode = string(f.code)
+		if len(f.details) > 0 {
+			r.ErrorDetails = toStruct(f.details)
+		}
+		r.StoppedStep = f.step
+		if f.terminated || t.run.Terminal() {
+			r.AgentAction = realmv1.AgentAction_AGENT_ACTION_STOP
+			r.ContextHint = fmt.Sprintf("Step '%s' failed. Run is terminated.", f.step)
+			if tail := t.terminalTail(); tail != "" {
+				r.ContextHint += " " + tail
+			}
+			return r
+		}
+		r.AgentAction = agentAction(f.code)
+		r.NextActions = t.nextActions(t.view())
+		r.ContextHint = fmt.Sprintf("Step '%s' failed. Recovery steps are available in next_actions.", f.step)
+		return r
+	case t.abortedBy != "":
+		r := t.envelope(command)
+		r.ContextHint = t.run.TerminalReason
+		return r
+	}
+	return nil
+}
+
+// finish ends a reply's hint with what other processes kept from the
+// record, and stops the caller when the run ended that way.
+func (t *txn) finish(r *realmv1.Reply) *realmv1.Reply {
+	if r == nil || len(t.notes) == 0 {
+		return r
+	}
+	r.ContextHint = strings.TrimSpace(r.ContextHint + " " + strings.Join(t.notes, " "))
+	if t.run.Terminal() && r.GetStatus() == realmv1.ReplyStatus_REPLY_STATUS_OK {
+		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_STOP
+	}
+	return r
 }

@@ -72,7 +72,10 @@ func (e *Engine) StartRun(ctx context.Context, req *realmv1.StartRunRequest) (*r
 	if deduped {
 		return t.matchedReply("start_run"), nil
 	}
-	r := t.createdReply(command)
+	if err := e.drive(ctx, t); err != nil {
+		return nil, err
+	}
+	r := t.finish(t.createdReply(command))
 	r.Deduped = ptr(false)
 	return r, nil
 }
@@ -118,7 +121,7 @@ func (e *Engine) createOrMatch(ctx context.Context, def *compiled, params map[st
 			}
 		}
 		t := e.newRun(def, params, o.caller)
-		t.caller = o.caller
+		t.ctx, t.caller = ctx, o.caller
 		t.run.IdempotencyKey = o.key
 		t.run.RerunOf = rerunOf
 		t.run.ParentRunID = o.parent
@@ -156,7 +159,7 @@ func (e *Engine) newRun(def *compiled, params map[string]any, caller *realmv1.Ca
 		RunPhase:        record.PhaseRunning,
 	}
 	r.Normalize()
-	t := &txn{e: e, run: r, def: def, outputs: map[string]any{}, traces: map[string][]byte{}, now: now, base: &store.Snapshot{Version: -1}, create: true}
+	t := &txn{e: e, ctx: context.Background(), run: r, def: def, outputs: map[string]any{}, traces: map[string][]byte{}, now: now, base: &store.Snapshot{Version: -1}, create: true}
 	t.touch()
 	return t
 }
@@ -198,6 +201,9 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 func (t *txn) createdReply(command string) *realmv1.Reply {
 	if t.openedGate != "" {
 		return t.gateReply(command)
+	}
+	if r := t.outcomeReply(command); r != nil {
+		return r
 	}
 	if t.gateErr != nil {
 		return t.gateMessageReply(command, t.gateErr)

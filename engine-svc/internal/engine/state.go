@@ -238,8 +238,18 @@ func (e *Engine) AdvanceRun(ctx context.Context, req *realmv1.AdvanceRunRequest)
 	if err != nil {
 		return nil, err
 	}
+	if err := e.drive(ctx, t); err != nil {
+		return nil, err
+	}
+	r, err := t.advanceReply(command, req)
+	return t.finish(r), err
+}
+
+func (t *txn) advanceReply(command string, req *realmv1.AdvanceRunRequest) (*realmv1.Reply, error) {
 	var r *realmv1.Reply
 	switch {
+	case t.failed != nil || t.abortedBy != "":
+		r = t.outcomeReply(command)
 	case t.openedGate != "":
 		r = t.gateReply(command)
 	case t.gateErr != nil:
@@ -255,7 +265,7 @@ func (e *Engine) AdvanceRun(ctx context.Context, req *realmv1.AdvanceRunRequest)
 		t.refuse(r, errcode.StateWorkflowNotFound, t.defErr.Error())
 		return r, nil
 	}
-	if t.openedGate != "" || t.gateErr != nil {
+	if t.openedGate != "" || t.gateErr != nil || t.failed != nil || t.abortedBy != "" {
 		return r, nil
 	}
 	v := t.view()

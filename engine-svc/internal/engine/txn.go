@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 // what the reply will say about it. It lives for one attempt of update.
 type txn struct {
 	e      *Engine
+	ctx    context.Context
 	base   *store.Snapshot
 	run    *record.Run
 	def    *compiled
@@ -61,6 +63,13 @@ type txn struct {
 	nonce   string
 	// adopted counts the trace entries an agent step's record took.
 	adopted *[3]int
+	// dispatch are the handler steps this write claimed, to run after it.
+	dispatch []claimed
+	// notes end the hint: outcomes another process kept from the record.
+	notes []string
+	// failed is a dispatched step that failed; abortedBy a handler abort.
+	failed    *stepFailure
+	abortedBy string
 	// compose builds the reply once the write has committed.
 	// scopeCache is what conditions read, built once per change.
 	scopeCache *condition.Scope

@@ -215,6 +215,21 @@ func liveAt(rs []*Runner, now time.Time) []*Runner {
 	return out
 }
 
+// Has reports whether a live runner serves a handler (adapter when adapter
+// is true), without taking a turn.
+func (g *Registry) Has(ctx context.Context, name string, adapter bool) (bool, error) {
+	live, err := g.Live(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range live {
+		if (!adapter && r.Has(name)) || (adapter && r.HasAdapter(name)) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Pick returns a live runner that serves a handler (adapter when adapter is
 // true), taking turns among several so they share the load; nil when none.
 func (g *Registry) Pick(ctx context.Context, name string, adapter bool) (*Runner, error) {

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
 	"net"
 	"os"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/realm-go/realm/engine-svc/internal/engine"
+	"github.com/realm-go/realm/engine-svc/internal/registry"
 	"github.com/realm-go/realm/engine-svc/internal/server"
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
@@ -24,13 +27,14 @@ import (
 var backends = []string{"redis", "miniredis"}
 
 type env struct {
-	client  realmv1.EngineServiceClient
-	counter *store.RoundTripCounter
-	st      *store.Redis
-	rc      *redis.Client
-	prefix  string
-	eng     *engine.Engine
-	clock   *clock
+	client   realmv1.EngineServiceClient
+	registry realmv1.RegistryServiceClient
+	counter  *store.RoundTripCounter
+	st       *store.Redis
+	rc       *redis.Client
+	prefix   string
+	eng      *engine.Engine
+	clock    *clock
 }
 
 // clock is the engine's injected time: tests move it instead of waiting.
@@ -57,9 +61,11 @@ func setup(t testing.TB, backend string) *env {
 	counter := &store.RoundTripCounter{}
 	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16, Counter: counter})
 	clk := &clock{}
-	eng := engine.New(engine.Options{Store: st, Clock: clk.Now})
+	reg := registry.New(rc, prefix, clk.Now, time.Millisecond)
+	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: slog.New(slog.DiscardHandler)})
 	gs := grpc.NewServer()
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
+	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -70,11 +76,12 @@ func setup(t testing.TB, backend string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		eng.Close()
 		conn.Close()
 		gs.Stop()
 		st.Close()
 	})
-	return &env{client: realmv1.NewEngineServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix, eng: eng, clock: clk}
+	return &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix, eng: eng, clock: clk}
 }
 
 func ctx(t testing.TB) context.Context {
@@ -101,3 +108,5 @@ func readFile(t testing.TB, name string) []byte {
 	}
 	return b
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

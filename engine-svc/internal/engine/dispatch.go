@@ -1,0 +1,462 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/pkg/errcode"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/quote"
+	"github.com/realm-go/realm/pkg/template"
+	"github.com/realm-go/realm/pkg/workflow"
+)
+
+// defaultTimeout bounds an auto step's attempt when it declares none.
+const defaultTimeout = 3600 * time.Second
+
+// builtins are the handlers every engine has.
+var builtins = map[string]bool{quote.HandlerName: true}
+
+// capable reports whether a handler can run here: a built-in, or a live
+// runner serves it.
+func (t *txn) capable(handler string) bool {
+	if builtins[handler] {
+		return true
+	}
+	if t.e.reg == nil {
+		return false
+	}
+	ok, err := t.e.reg.Has(t.ctx, handler, false)
+	return err == nil && ok
+}
+
+// claimForDispatch marks a ready handler step in progress with a claim
+// this call holds; the handler runs after the write commits.
+func (t *txn) claimForDispatch(s *workflow.Step) {
+	c := &record.Claim{Token: uuid.NewString(), Holder: holderOf(t.caller), Since: record.FormatTime(t.now)}
+	if !t.def.Def.HasFinalizers() {
+		d := record.FormatTime(t.now.Add(claimWindow(s)))
+		c.Deadline = &d
+	}
+	t.run.MarkInProgress(s.Name, c)
+	t.index = append(t.index, indexOp("claims", t.run.ID, t.now.Add(claimWindow(s))))
+	t.dispatch = append(t.dispatch, claimed{step: s.Name, token: c.Token, input: t.handlerInput(s), resources: t.resources()})
+	t.touch()
+}
+
+// claimWindow is how long a claim is presumed live (run-record spec §6):
+// the step's timeout across all its attempts plus a minute, never under 15
+// minutes.
+func claimWindow(s *workflow.Step) time.Duration {
+	per := defaultTimeout
+	if s.TimeoutSeconds > 0 {
+		per = time.Duration(s.TimeoutSeconds) * time.Second
+	}
+	attempts := 1
+	if s.Retry != nil && s.Retry.MaxAttempts > 1 {
+		attempts = s.Retry.MaxAttempts
+	}
+	return max(per*time.Duration(attempts)+time.Minute, 15*time.Minute)
+}
+
+// claimed is a step this call claimed and will run.
+type claimed struct {
+	step      string
+	token     string
+	input     map[string]any
+	resources map[string]any
+	inputErr  error
+}
+
+// resources are the outputs of the steps that have run, plus $settlement.
+func (t *txn) resources() map[string]any {
+	out := make(map[string]any, len(t.outputs)+1)
+	for k, v := range t.outputs {
+		out[k] = v
+	}
+	settle := map[string]any{}
+	for k, v := range t.settlement() {
+		settle[k] = v
+	}
+	out["$settlement"] = settle
+	return out
+}
+
+// handlerInput is inputs.params: what the input_map builds ({} without one).
+func (t *txn) handlerInput(s *workflow.Step) map[string]any {
+	if len(s.InputMap) == 0 {
+		return map[string]any{}
+	}
+	in, err := template.BuildInputMap(s.InputMap, template.Scope{Params: t.run.Params, Resources: t.resources()})
+	if err != nil {
+		return map[string]any{}
+	}
+	return in
+}
+
+// attempt is one try of a handler.
+type attempt struct {
+	n        int
+	started  time.Time
+	finished time.Time
+	resp     *realmv1.ExecuteHandlerResponse
+	err      string // why the try failed, as recorded
+	code     errcode.Code
+	details  map[string]any
+	retry    bool // the failure may be tried again
+	timeout  bool
+}
+
+// outcome is everything a dispatched step did, recorded in one write.
+type outcome struct {
+	attempts []attempt
+}
+
+func (o *outcome) last() *attempt { return &o.attempts[len(o.attempts)-1] }
+
+// runStep runs a claimed step's handler with the step's deadline, trying
+// again per its retry block when the failure is retryable.
+func (e *Engine) runStep(ctx context.Context, runID string, run *record.Run, s *workflow.Step, c claimed) outcome {
+	var out outcome
+	maxAttempts := 1
+	if s.Retry != nil && s.Retry.MaxAttempts > 1 {
+		maxAttempts = s.Retry.MaxAttempts
+	}
+	per := defaultTimeout
+	if s.TimeoutSeconds > 0 {
+		per = time.Duration(s.TimeoutSeconds) * time.Second
+	}
+	for n := 1; n <= maxAttempts; n++ {
+		if n > 1 {
+			if d := backoff(s.Retry, n); d > 0 {
+				select {
+				case <-ctx.Done():
+					return out
+				case <-time.After(d):
+				}
+			}
+		}
+		a := e.tryOnce(ctx, runID, run, s, c, n, per)
+		out.attempts = append(out.attempts, a)
+		if a.err == "" || !a.retry || (a.timeout && (s.Retry == nil || !s.Retry.OnTimeout)) {
+			break
+		}
+	}
+	return out
+}
+
+// backoff is the wait before attempt n (spec §12.2).
+func backoff(r *workflow.Retry, n int) time.Duration {
+	if r == nil || r.BaseDelayMS <= 0 {
+		return 0
+	}
+	var ms float64
+	switch r.Backoff {
+	case "linear":
+		ms = float64(n-1) * r.BaseDelayMS
+	case "exponential":
+		ms = math.Pow(2, float64(n-2)) * r.BaseDelayMS
+	default:
+		ms = r.BaseDelayMS
+	}
+	if r.MaxDelayMS > 0 && ms > r.MaxDelayMS {
+		ms = r.MaxDelayMS
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+func (e *Engine) tryOnce(ctx context.Context, runID string, run *record.Run, s *workflow.Step, c claimed, n int, per time.Duration) attempt {
+	a := attempt{n: n, started: time.Now()}
+	defer func() { a.finished = time.Now() }()
+	cctx, cancel := context.WithTimeout(ctx, per)
+	defer cancel()
+	if builtins[s.Handler] {
+		out, warn, err := quote.CheckQuotes(s.Config, c.resources)
+		if err != nil {
+			a.err, a.code = err.Error(), errcode.EngineHandlerFailed
+			if ce, ok := errcode.As(err); ok {
+				a.err, a.code = ce.Message, ce.Code
+			}
+			a.finished = time.Now()
+			return a
+		}
+		a.resp = &realmv1.ExecuteHandlerResponse{Data: toValue(out)}
+		if warn != "" {
+			a.resp.Warn = &warn
+		}
+		a.finished = time.Now()
+		return a
+	}
+	r, err := e.reg.Pick(ctx, s.Handler, false)
+	if err != nil || r == nil {
+		a.err, a.code, a.retry = fmt.Sprintf("Handler '%s' is not registered on any live runner.", s.Handler), errcode.EngineHandlerNotRegistered, true
+		return a
+	}
+	conn, err := e.conns.get(r.Endpoint)
+	if err != nil {
+		a.err, a.code, a.retry = fmt.Sprintf("Runner '%s' at %s could not be reached: %v", r.Name, r.Endpoint, err), errcode.EngineHandlerFailed, true
+		return a
+	}
+	req := &realmv1.ExecuteHandlerRequest{
+		Handler: s.Handler, RunId: runID, Step: s.Name, Attempt: int32(n),
+		Inputs: toStruct(map[string]any{"params": c.input}), RunParams: toStruct(run.Params),
+		Config: toStruct(orEmpty(s.Config)), Resources: toStruct(c.resources),
+	}
+	resp, err := realmv1.NewRunnerServiceClient(conn).ExecuteHandler(cctx, req)
+	switch {
+	case err == nil:
+	case errors.Is(cctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
+		a.err, a.code, a.timeout, a.retry = fmt.Sprintf("Step '%s' timed out after %dms", s.Name, per.Milliseconds()), errcode.StepTimeout, true, true
+		return a
+	default:
+		// The runner died or dropped the call: the attempt failed, and
+		// another runner (or this one, back) may take the next.
+		a.err, a.code, a.retry = fmt.Sprintf("Runner '%s' at %s failed the call: %v", r.Name, r.Endpoint, status.Convert(err).Message()), errcode.EngineHandlerFailed, true
+		return a
+	}
+	if he := resp.GetError(); he != nil {
+		if he.GetCode() == "" {
+			a.err, a.code = fmt.Sprintf("Handler '%s' threw: %s", s.Handler, he.GetMessage()), errcode.EngineHandlerFailed
+			return a
+		}
+		a.err, a.code, a.retry = he.GetMessage(), errcode.Code(he.GetCode()), he.GetRetryable()
+		a.details = he.GetDetails().AsMap()
+		return a
+	}
+	if resp.Data == nil && resp.AbortMessage == nil {
+		a.err, a.code = fmt.Sprintf("Handler '%s' returned nothing: a handler returns data, a warning or an abort.", s.Handler), errcode.EngineHandlerFailed
+		return a
+	}
+	a.resp = resp
+	return a
+}
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// drive runs the steps a write claimed, records their outcomes in one
+// write, lets that write advance the run (which may claim more), and so on
+// until nothing is claimed. Ready steps of parallel branches run at once;
+// their outcomes are recorded in the workflow's order.
+func (e *Engine) drive(ctx context.Context, t *txn) error {
+	for len(t.dispatch) > 0 {
+		batch := t.dispatch
+		outs := make([]outcome, len(batch))
+		var wg sync.WaitGroup
+		for i, c := range batch {
+			s := t.stepOf(c.step)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				outs[i] = e.runStep(ctx, t.run.ID, t.run, s, c)
+			}()
+		}
+		wg.Wait()
+		t2, err := e.update(ctx, t.run.ID, func(t2 *txn) error {
+			t2.caller = t.caller
+			for i, c := range batch {
+				t2.settleDispatched(c, outs[i])
+			}
+			if !t2.run.Terminal() {
+				t2.advance(advanceOpts{decideGuards: true, chain: true})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		t.absorb(t2)
+	}
+	return nil
+}
+
+// absorb takes a later write's run and what it reports, so the reply of the
+// call is composed from the record as the call ends.
+func (t *txn) absorb(t2 *txn) {
+	t.run, t.outputs, t.traces, t.def = t2.run, t2.outputs, t2.traces, t2.def
+	t.chained = append(t.chained, t2.chained...)
+	t.hasChained = t.hasChained || t2.hasChained
+	t.guards = append(t.guards, t2.guards...)
+	t.warnings = append(t.warnings, t2.warnings...)
+	t.notes = append(t.notes, t2.notes...)
+	if t2.endedBy != nil {
+		t.endedBy = t2.endedBy
+	}
+	if t2.lastAuto != "" {
+		t.lastAuto = t2.lastAuto
+	}
+	if t2.openedGate != "" {
+		t.openedGate = t2.openedGate
+	}
+	if t2.failed != nil {
+		t.failed = t2.failed
+	}
+	if t2.abortedBy != "" {
+		t.abortedBy = t2.abortedBy
+	}
+	t.dispatch = t2.dispatch
+}
+
+// stepFailure is a dispatched step that failed in this call.
+type stepFailure struct {
+	step, msg  string
+	code       errcode.Code
+	details    map[string]any
+	terminated bool
+}
+
+// settleDispatched records what a dispatched step did, if its claim is
+// still this call's: a step another process settled, took over or
+// released, or a run that ended meanwhile, keeps its record.
+func (t *txn) settleDispatched(c claimed, o outcome) {
+	s := t.stepOf(c.step)
+	cl := t.run.Claims[c.step]
+	switch {
+	case t.run.Terminal():
+		t.notes = append(t.notes, fmt.Sprintf("'%s' ran here, but the run ended before its outcome was recorded.", c.step))
+		return
+	case cl == nil && t.run.IsSettled(c.step):
+		t.notes = append(t.notes, fmt.Sprintf("'%s' ran here, but another process settled it first, so its outcome was not recorded.", c.step))
+		return
+	case cl == nil:
+		t.notes = append(t.notes, fmt.Sprintf("'%s' ran here, but another process removed its claim, so its outcome was not recorded.", c.step))
+		return
+	case cl.Token != c.token:
+		t.notes = append(t.notes, fmt.Sprintf("'%s' ran here, but another process took it over, so its outcome was not recorded.", c.step))
+		return
+	case s == nil || len(o.attempts) == 0:
+		return
+	}
+	withAttempts := s.Retry != nil
+	for i := range o.attempts {
+		a := &o.attempts[i]
+		e := &record.Entry{StepID: c.step, Status: "success", StartedAt: record.FormatTime(a.started), CompletedAt: record.FormatTime(a.finished),
+			DurationMS: a.finished.Sub(a.started).Milliseconds(), InputSummary: c.input, DrivenBy: holderOf(t.caller)}
+		if len(s.InputMap) > 0 {
+			e.ResolvedParams = c.input
+		}
+		if withAttempts {
+			e.Attempt = a.n
+		}
+		per := int(defaultTimeout / time.Second)
+		if s.TimeoutSeconds > 0 {
+			per = s.TimeoutSeconds
+		}
+		e.EffectiveTimeut = per
+		switch {
+		case a.err != "":
+			e.Status, e.Error, e.OutputSummary = "error", a.err, map[string]any{}
+			if withAttempts {
+				e.Error = fmt.Sprintf("%s (attempt %d)", a.err, a.n)
+			}
+		case a.resp.AbortMessage != nil:
+			e.Status = "skipped"
+			e.OutputSummary = map[string]any{"aborted": true, "abort_message": a.resp.GetAbortMessage()}
+		default:
+			e.OutputSummary = dataOf(a.resp)
+			if w := a.resp.GetWarn(); w != "" {
+				e.Warn = w
+			}
+		}
+		t.appendEvidence(e)
+	}
+	last := o.last()
+	switch {
+	case last.err != "":
+		msg, code, details := last.err, last.code, last.details
+		if withAttempts && len(o.attempts) > 1 && last.retry {
+			code = errcode.StepRetryExhausted
+			details = map[string]any{"stepName": c.step, "attempts": len(o.attempts), "lastError": last.err, "exhausted_by": "attempts"}
+			msg = fmt.Sprintf("Step '%s' failed after %d attempts", c.step, len(o.attempts))
+		}
+		terminated := t.failStep(c.step, msg)
+		t.failed = &stepFailure{step: c.step, msg: msg, code: code, details: details, terminated: terminated}
+	case last.resp.AbortMessage != nil:
+		msg := last.resp.GetAbortMessage()
+		out := map[string]any{"aborted": true, "abort_message": msg}
+		t.setOutput(c.step, out)
+		t.run.MarkSkipped(c.step, &record.SkipDetail{Kind: "handler_abort"})
+		t.run.AbortedAt = &record.AbortedAt{StepID: c.step, AbortMessage: msg}
+		t.abortRest("handler_abort")
+		t.run.Seal("handler_abort", c.step, fmt.Sprintf("Handler '%s' aborted the run: %s", c.step, msg))
+		t.abortedBy = c.step
+	default:
+		out := dataOf(last.resp)
+		var warns []string
+		if w := last.resp.GetWarn(); w != "" {
+			warns = append(warns, w)
+			t.warnings = append(t.warnings, w)
+		}
+		if s.Gated() {
+			// The work ran first; its output is what the person decides on.
+			if err := t.openGate(s, out, t.caller); err != nil {
+				t.gateErr, t.gateErrStep = err, c.step
+			}
+			return
+		}
+		t.setOutput(c.step, out)
+		token := c.token
+		t.run.MarkCompleted(c.step, &record.Settled{Token: &token, Outcome: "complete"})
+		t.chain(c.step, warns...)
+		t.lastAuto = c.step
+		t.completedArm = ""
+	}
+	t.index = append(t.index, indexRemove("claims", t.run.ID))
+}
+
+// dataOf is a handler's recorded output: its data (any JSON), or {} when
+// it returned none with a warning.
+func dataOf(r *realmv1.ExecuteHandlerResponse) any {
+	if r.Data == nil {
+		return map[string]any{}
+	}
+	return r.Data.AsInterface()
+}
+
+// connPool keeps one client connection per runner endpoint.
+type connPool struct {
+	mu sync.Mutex
+	m  map[string]*grpc.ClientConn
+}
+
+func (p *connPool) get(endpoint string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.m[endpoint]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	if p.m == nil {
+		p.m = map[string]*grpc.ClientConn{}
+	}
+	p.m[endpoint] = c
+	return c, nil
+}
+
+// Close closes every runner connection.
+func (p *connPool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.m {
+		c.Close()
+	}
+	p.m = nil
+}
