@@ -282,6 +282,18 @@ func (e *Engine) drive(ctx context.Context, t *txn) error {
 		}
 		t.absorb(t2)
 	}
+	if t.run.Terminal() && len(pendingFinalizers(t.run)) > 0 {
+		// The process that sealed the run delivers its finalizers; one it
+		// cannot run stays pending for `realm run drain`.
+		if _, err := e.drainFinalizers(ctx, t.run.ID, t.caller); err != nil {
+			return err
+		}
+		after, err := e.read(ctx, t.run.ID)
+		if err != nil {
+			return err
+		}
+		t.run, t.outputs = after.run, after.outputs
+	}
 	return nil
 }
 

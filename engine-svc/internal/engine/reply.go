@@ -224,6 +224,11 @@ func (t *txn) envelope(command string) *realmv1.Reply {
 // terminalTail is the way back in for a run that has ended (seed "A run
 // that has ended").
 func (t *txn) terminalTail() string {
+	return strings.TrimSpace(t.cleanupTail() + " " + t.resumeTail())
+}
+
+// resumeTail is the way back in for the run's kind of ending.
+func (t *txn) resumeTail() string {
 	r := t.run
 	switch r.Phase() {
 	case record.PhaseAbandoned:

@@ -116,6 +116,7 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 		r.Version = t.base.Version + 1
 	}
 	r.UpdatedAt = record.FormatTime(t.now)
+	t.stampLedger() // a run sealed by this write owes its finalizers
 	r.RunPhase = r.Phase()
 	doc, err := json.Marshal(r)
 	if err != nil {

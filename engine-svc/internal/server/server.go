@@ -164,3 +164,38 @@ func (s *Server) AppendTrace(ctx context.Context, req *realmv1.AppendTraceReques
 	resp, err := s.e.AppendTrace(ctx, req)
 	return resp, grpcErr(err)
 }
+
+func (s *Server) DrainRun(ctx context.Context, req *realmv1.DrainRunRequest) (*realmv1.DrainRunResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	resp, err := s.e.DrainRun(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) ResumeRun(ctx context.Context, req *realmv1.ResumeRunRequest) (*realmv1.ResumeRunResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	if err := required("from_step", req.GetFromStep()); err != nil {
+		return nil, err
+	}
+	resp, err := s.e.ResumeRun(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) PurgeRun(ctx context.Context, req *realmv1.PurgeRunRequest) (*realmv1.PurgeRunResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	resp, err := s.e.PurgeRun(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) ExportRun(ctx context.Context, req *realmv1.ExportRunRequest) (*realmv1.ExportRunResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	resp, err := s.e.ExportRun(ctx, req)
+	return resp, grpcErr(err)
+}

@@ -1,0 +1,288 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/pkg/errcode"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/workflow"
+)
+
+// finalizerLease is how long a drainer holds a finalizer (clamped to at
+// most 300 s by the spec; a finalizer's own timeout extends it up to that).
+const (
+	finalizerLease    = 30 * time.Second
+	maxFinalizerLease = 300 * time.Second
+)
+
+// Ledger statuses.
+const (
+	ledgerPending   = "pending"
+	ledgerCompleted = "completed"
+	ledgerFailed    = "failed"
+	ledgerVoided    = "voided"
+)
+
+// stampLedger chooses the finalizers a run owes when it is sealed, by
+// on_outcome (spec §6.8). Abandoned runs owe none: abandon is a kill.
+func (t *txn) stampLedger() {
+	r := t.run
+	if t.def == nil || r.FinalizerLedger != nil || !r.Terminal() {
+		return
+	}
+	phase := r.Phase()
+	if phase == record.PhaseAbandoned {
+		return
+	}
+	failedNonFinal := false
+	for _, s := range r.FailedSteps {
+		if st := t.stepOf(s); st != nil && st.Execution != workflow.KindFinalizer {
+			failedNonFinal = true
+		}
+	}
+	rank := 0
+	for _, s := range t.def.Def.Ordered() {
+		if s.Execution != workflow.KindFinalizer || !matchesOutcome(s.OnOutcome, phase, failedNonFinal) {
+			continue
+		}
+		if r.FinalizerLedger == nil {
+			r.FinalizerLedger = map[string]*record.FinalizerStatus{}
+		}
+		rank++
+		r.FinalizerLedger[s.Name] = &record.FinalizerStatus{Status: ledgerPending, Rank: rank}
+	}
+}
+
+func matchesOutcome(outcomes []string, phase string, failedSteps bool) bool {
+	for _, o := range outcomes {
+		switch {
+		case o == "always" && phase != record.PhaseAbandoned,
+			o == "complete" && phase == record.PhaseCompleted,
+			o == "fail" && phase == record.PhaseFailed,
+			o == "abort" && phase == record.PhaseAborted,
+			o == "completed_with_failed_steps" && phase == record.PhaseCompleted && failedSteps:
+			return true
+		}
+	}
+	return false
+}
+
+// pendingFinalizers are the ledger's pending entries in rank order.
+func pendingFinalizers(r *record.Run) []string {
+	var out []string
+	for name, f := range r.FinalizerLedger {
+		if f.Status == ledgerPending {
+			out = append(out, name)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return r.FinalizerLedger[a].Rank - r.FinalizerLedger[b].Rank })
+	return out
+}
+
+// leaseHeld reports whether another drainer's lease on a finalizer has not
+// passed, and until when.
+func leaseHeld(f *record.FinalizerStatus, now time.Time) (time.Time, bool) {
+	if f.LeaseToken == "" {
+		return time.Time{}, false
+	}
+	until := record.ParseTime(f.LeaseDeadline)
+	return until, now.Before(until)
+}
+
+// drainResult says what draining did to one finalizer.
+type drainResult struct {
+	name, status, detail string
+}
+
+// drainFinalizers runs a terminal run's pending finalizers in rank order,
+// each under a lease taken in its own compare-and-set write, so two drainers
+// never run one cleanup: the second finds the lease held and leaves it.
+func (e *Engine) drainFinalizers(ctx context.Context, runID string, caller *realmv1.Caller) ([]drainResult, error) {
+	var results []drainResult
+	for {
+		var name, token string
+		var s *workflow.Step
+		var c claimed
+		var held []drainResult
+		t, err := e.update(ctx, runID, func(t *txn) error {
+			name, token, s, held = "", "", nil, nil
+			if t.def == nil || !t.run.Terminal() {
+				return nil
+			}
+			for _, n := range pendingFinalizers(t.run) {
+				f := t.run.FinalizerLedger[n]
+				if until, ok := leaseHeld(f, t.now); ok {
+					held = append(held, drainResult{name: n, status: "lease_held", detail: record.FormatTime(until)})
+					continue
+				}
+				st := t.stepOf(n)
+				if st == nil || !t.capable(st.Handler) {
+					held = append(held, drainResult{name: n, status: "pending", detail: "handler not available here"})
+					continue
+				}
+				lease := finalizerLease
+				if st.TimeoutSeconds > 0 {
+					lease = min(max(lease, time.Duration(st.TimeoutSeconds)*time.Second+5*time.Second), maxFinalizerLease)
+				}
+				nf := *f
+				nf.LeaseToken, nf.LeaseDeadline = uuid.NewString(), record.FormatTime(t.now.Add(lease))
+				t.run.FinalizerLedger[n] = &nf
+				t.touch()
+				name, token, s = n, nf.LeaseToken, st
+				c = claimed{step: n, token: nf.LeaseToken, input: map[string]any{}, resources: t.resources()}
+				return nil
+			}
+			return nil
+		})
+		if err != nil {
+			return results, err
+		}
+		if name == "" {
+			return append(results, held...), nil
+		}
+		out := e.runStep(ctx, runID, t.run, s, c)
+		var res drainResult
+		_, err = e.update(ctx, runID, func(t2 *txn) error {
+			f := t2.run.FinalizerLedger[name]
+			if f == nil || f.LeaseToken != token || f.Status != ledgerPending {
+				res = drainResult{name: name, status: "superseded"}
+				return nil // another drainer took it over after our lease passed
+			}
+			res = t2.recordFinalizer(s, out, caller)
+			return nil
+		})
+		if err != nil {
+			return results, err
+		}
+		results = append(results, res)
+	}
+}
+
+// recordFinalizer records a finalizer's outcome on the ledger and in the
+// evidence. A finalizer never changes how the run ended; its own abort
+// counts as its failure.
+func (t *txn) recordFinalizer(s *workflow.Step, o outcome, caller *realmv1.Caller) drainResult {
+	a := o.last()
+	e := &record.Entry{StepID: s.Name, Status: "success", StartedAt: record.FormatTime(a.started), CompletedAt: record.FormatTime(a.finished),
+		DurationMS: a.finished.Sub(a.started).Milliseconds(), InputSummary: map[string]any{}, DrivenBy: holderOf(caller)}
+	f := *t.run.FinalizerLedger[s.Name]
+	f.LeaseToken, f.LeaseDeadline = "", ""
+	res := drainResult{name: s.Name}
+	switch {
+	case a.err != "":
+		e.Status, e.Error, e.OutputSummary = "error", a.err, map[string]any{}
+		f.Status, res.status, res.detail = ledgerFailed, ledgerFailed, a.err
+		t.run.FailedSteps = appendUnique(t.run.FailedSteps, s.Name)
+	case a.resp.AbortMessage != nil:
+		msg := fmt.Sprintf("Finalizer '%s' aborted: %s", s.Name, a.resp.GetAbortMessage())
+		e.Status, e.Error, e.OutputSummary = "error", msg, map[string]any{"aborted": true, "abort_message": a.resp.GetAbortMessage()}
+		f.Status, res.status, res.detail = ledgerFailed, ledgerFailed, msg
+		t.run.FailedSteps = appendUnique(t.run.FailedSteps, s.Name)
+	default:
+		e.OutputSummary = dataOf(a.resp)
+		e.Warn = a.resp.GetWarn()
+		f.Status, res.status = ledgerCompleted, ledgerCompleted
+		t.run.CompletedSteps = appendUnique(t.run.CompletedSteps, s.Name)
+		t.setOutput(s.Name, e.OutputSummary)
+	}
+	t.run.FinalizerLedger[s.Name] = &f
+	t.appendEvidence(e)
+	return res
+}
+
+func appendUnique(xs []string, x string) []string {
+	if slices.Contains(xs, x) {
+		return xs
+	}
+	return append(xs, x)
+}
+
+// cleanupTail names the cleanup steps a run's ending left pending (seed: a
+// run that has ended), before the resume command.
+func (t *txn) cleanupTail() string {
+	var parts []string
+	for _, n := range pendingFinalizers(t.run) {
+		f := t.run.FinalizerLedger[n]
+		if until, ok := leaseHeld(f, t.now); ok {
+			at := record.FormatTime(until)
+			parts = append(parts, fmt.Sprintf("Cleanup step left pending: '%s' — held by another drainer's lease until %s (realm cannot tell whether it is still running) — after %s, 'realm run drain %s --force' runs it with code that has its handler.", n, at, at, t.run.ID))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("Cleanup step left pending: '%s' — 'realm run drain %s --force' runs it with code that has its handler.", n, t.run.ID))
+	}
+	return strings.Join(parts, " ")
+}
+
+// DrainRun runs the finalizers a terminal run still owes; without force it
+// says what it would do.
+func (e *Engine) DrainRun(ctx context.Context, req *realmv1.DrainRunRequest) (*realmv1.DrainRunResponse, error) {
+	const command = "drain"
+	t, err := e.read(ctx, req.GetRunId())
+	if reply, ok := readFailure(command, req.GetRunId(), err); ok {
+		return &realmv1.DrainRunResponse{Reply: reply}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := t.envelope(command)
+	if !t.run.Terminal() {
+		r.Status = realmv1.ReplyStatus_REPLY_STATUS_BLOCKED
+		r.ContextHint = fmt.Sprintf("Run '%s' is not terminal (phase: '%s') — nothing to drain. To end the run: realm run abandon %s.", t.run.ID, t.run.Phase(), t.run.ID)
+		return &realmv1.DrainRunResponse{Reply: r}, nil
+	}
+	pending := pendingFinalizers(t.run)
+	if len(pending) == 0 {
+		r.ContextHint = fmt.Sprintf("Run '%s' has no pending finalizers. Nothing to drain.", t.run.ID)
+		return &realmv1.DrainRunResponse{Reply: r}, nil
+	}
+	if !req.GetForce() {
+		lines := []string{fmt.Sprintf("Run '%s' (%s) — pending finalizers, rank order:", t.run.ID, t.run.Phase())}
+		for _, n := range pending {
+			f := t.run.FinalizerLedger[n]
+			if until, ok := leaseHeld(f, t.now); ok {
+				lines = append(lines, fmt.Sprintf("  • [%d] %s: lease held (expires %s) — a drainer is executing NOW", f.Rank, n, record.FormatTime(until)))
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("  • [%d] %s: actionable — would lease and run on --force, if its handler resolves on this surface", f.Rank, n))
+		}
+		lines = append(lines, "", "Re-run with --force to actually drain. Use --void <finalizer> to void one instead.")
+		r.ContextHint = strings.Join(lines, "\n")
+		return &realmv1.DrainRunResponse{Reply: r}, nil
+	}
+	results, err := e.drainFinalizers(ctx, req.GetRunId(), req.GetCaller())
+	if err != nil {
+		return nil, err
+	}
+	t, err = e.read(ctx, req.GetRunId())
+	if err != nil {
+		return nil, err
+	}
+	r = t.envelope(command)
+	var lines []string
+	for _, res := range results {
+		switch res.status {
+		case ledgerCompleted, ledgerFailed:
+			lines = append(lines, fmt.Sprintf("finalizer '%s': %s", res.name, res.status))
+		case "lease_held":
+			lines = append(lines, fmt.Sprintf("Finalizer '%s' has an active drain lease (expires %s) — a drainer is executing NOW. Wait for the lease to expire (bounded — leases are clamped to 300s) and retry. Not force-bypassable.", res.name, res.detail))
+		default:
+			lines = append(lines, fmt.Sprintf("finalizer '%s': still pending (%s)", res.name, res.detail))
+		}
+	}
+	if left := pendingFinalizers(t.run); len(left) > 0 {
+		r.Status = realmv1.ReplyStatus_REPLY_STATUS_ERROR
+		r.ErrorCode = string(errcode.EngineHandlerNotRegistered)
+		r.Errors = []string{t.cleanupTail()}
+	} else {
+		lines = append(lines, fmt.Sprintf("Drained run '%s'.", t.run.ID))
+	}
+	r.ContextHint = strings.Join(lines, "\n")
+	return &realmv1.DrainRunResponse{Reply: r}, nil
+}
