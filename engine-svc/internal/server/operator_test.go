@@ -176,7 +176,7 @@ func TestExportCarriesTheWholeRecordWithClaimTokens(t *testing.T) {
 			Version int `json:"realm_export_version"`
 			Run     struct {
 				Claims   map[string]struct{ Token string } `json:"claims"`
-				Evidence []map[string]any                 `json:"evidence"`
+				Evidence []map[string]any                  `json:"evidence"`
 			} `json:"run"`
 			Complete bool `json:"complete"`
 		}
