@@ -6,6 +6,7 @@ package enginetest
 import (
 	"net"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -23,9 +24,22 @@ import (
 // "miniredis".
 var Backends = []string{"redis", "miniredis"}
 
+// Options change the engine StartWith serves.
+type Options struct {
+	// Clock is the engine's time (engine.Options.Clock); nil is time.Now.
+	// Tests move it to reach a gate's expiry without waiting.
+	Clock func() time.Time
+}
+
 // Start serves a fresh engine and returns its listen address. Everything is
 // stopped when the test ends.
 func Start(t testing.TB, backend string) (addr string) {
+	t.Helper()
+	return StartWith(t, backend, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, backend string, o Options) (addr string) {
 	t.Helper()
 	var rc *redis.Client
 	prefix := "realm"
@@ -42,7 +56,7 @@ func Start(t testing.TB, backend string) (addr string) {
 	}
 	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16})
 	gs := grpc.NewServer()
-	realmv1.RegisterEngineServiceServer(gs, server.New(engine.New(engine.Options{Store: st})))
+	realmv1.RegisterEngineServiceServer(gs, server.New(engine.New(engine.Options{Store: st, Clock: o.Clock})))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
