@@ -129,7 +129,9 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.addr, "addr", "", "engine-svc address (default $"+client.EngineAddrEnv+" or "+client.DefaultEngineAddr+")")
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", DefaultTimeout, "how long to wait for engine-svc to answer")
-	root.AddCommand(a.workflowCommand(), a.runCommand(), a.serveCommand(), a.mcpCommand())
+	run := a.runCommand()
+	run.AddCommand(a.runRespondCommand(), a.runAdvanceCommand(), a.runAbandonCommand())
+	root.AddCommand(a.workflowCommand(), run, a.serveCommand(), a.mcpCommand())
 	return root
 }
 

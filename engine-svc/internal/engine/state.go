@@ -29,7 +29,7 @@ func (e *Engine) GetRunState(ctx context.Context, req *realmv1.GetRunStateReques
 	if err != nil {
 		return nil, err
 	}
-	return &realmv1.GetRunStateResponse{State: t.state()}, nil
+	return &realmv1.GetRunStateResponse{State: t.state(ctx, req.GetIncludeSteps())}, nil
 }
 
 func timestamp(s string) *timestamppb.Timestamp {
@@ -41,7 +41,7 @@ func timestamp(s string) *timestamppb.Timestamp {
 }
 
 // state composes get_run_state's reply from the record.
-func (t *txn) state() *realmv1.RunState {
+func (t *txn) state(ctx context.Context, includeSteps bool) *realmv1.RunState {
 	r := t.run
 	s := &realmv1.RunState{
 		RunId:           r.ID,
@@ -120,6 +120,9 @@ func (t *txn) state() *realmv1.RunState {
 		s.SkipDetails = toStruct(normalizeJSON(r.SkipDetails))
 	}
 	s.NextActions, s.NextActionsStatus = t.stateNext()
+	if x := t.stateExtra(ctx, includeSteps); len(x) > 0 {
+		s.Extra = toStruct(x)
+	}
 	return s
 }
 
@@ -130,27 +133,10 @@ func (t *txn) stateNext() ([]*realmv1.NextAction, string) {
 		return []*realmv1.NextAction{}, "skipped_terminal"
 	case t.def == nil:
 		return []*realmv1.NextAction{}, "workflow_unresolved"
-	case t.run.PendingGate != nil:
-		if g, _, due := t.expiredGate(); due {
-			return []*realmv1.NextAction{t.expiredAction(g)}, "advance_owed"
-		}
-		return []*realmv1.NextAction{t.answerAction("")}, "awaiting_human"
 	}
 	v := t.view()
 	actions := t.nextActions(v)
-	capability := false
-	for _, c := range v.cannot {
-		if strings.Contains(c, "(capability)") {
-			capability = true
-		}
-	}
-	switch {
-	case len(v.owed) > 0 && len(v.agents) == 0:
-		return actions, "advance_owed"
-	case capability && len(v.owed) == 0:
-		return actions, "blocked_on_capability"
-	}
-	return actions, "ok"
+	return actions, t.nextStatus(v, actions)
 }
 
 // AbandonRun ends an open run by hand (seed "abandon_run").

@@ -1,0 +1,281 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/realm-go/realm/engine-svc/internal/record"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/workflow"
+)
+
+// holderJSON is a claim's holder as get_run_state shows it.
+func holderJSON(c *record.Claim) map[string]any {
+	switch {
+	case c == nil:
+		return map[string]any{"by": nil, "absent_cause": "no_claim"}
+	case c.Holder == nil || c.Holder.By == "":
+		if c.Since == "" {
+			return map[string]any{"by": nil, "absent_cause": "pre_lease_claim"}
+		}
+		return map[string]any{"by": nil, "absent_cause": "holder_not_recorded"}
+	}
+	return map[string]any{"by": c.Holder.By, "by_source": c.Holder.BySource, "channel": c.Holder.Channel}
+}
+
+// claimState is a claim's liveness (run-record spec §6).
+func (t *txn) claimState(c *record.Claim) string {
+	if c == nil || c.Deadline == nil {
+		return "claim_unknown_age"
+	}
+	if t.now.After(record.ParseTime(*c.Deadline)) {
+		return "claim_stale"
+	}
+	return "healthy"
+}
+
+// stateExtra composes the present-when fields of get_run_state that have
+// no typed home in the protocol.
+func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any {
+	r := t.run
+	x := map[string]any{}
+	open := !r.Terminal()
+	gateStep := ""
+	if r.PendingGate != nil {
+		gateStep = r.PendingGate.StepName
+	}
+	if open && len(r.InProgressSteps) > 0 {
+		var claims, stuck []any
+		for _, s := range r.InProgressSteps {
+			c := r.Claims[s]
+			entry := map[string]any{"step": s, "holder": holderJSON(c)}
+			if c != nil && c.Since != "" {
+				entry["since"] = c.Since
+			}
+			claims = append(claims, entry)
+			if s == gateStep {
+				continue // an open question's claim is never stuck
+			}
+			if st := t.claimState(c); st != "healthy" {
+				e := map[string]any{"step": s, "state": st, "deadline": nil}
+				if c != nil && c.Deadline != nil {
+					e["deadline"] = *c.Deadline
+				}
+				stuck = append(stuck, e)
+			}
+		}
+		x["step_claims"] = claims
+		if len(stuck) > 0 {
+			x["stuck_claims"] = stuck
+		}
+	}
+	if open && t.def != nil {
+		var runnable, refused, guards, waiting []any
+		for _, s := range t.def.Def.Ordered() {
+			if s.Execution == workflow.KindFinalizer || r.StateOf(s.Name) != record.StatePending {
+				continue
+			}
+			if rd, _ := t.evaluate(s); rd != ready {
+				continue
+			}
+			if r.PendingGate != nil {
+				waiting = append(waiting, s.Name)
+				continue
+			}
+			switch s.Execution {
+			case workflow.KindAuto:
+				e := map[string]any{"step": s.Name, "runnable_here": true}
+				if why := t.runnableHere(s); why != "" {
+					by, refusal, basis := refusalParts(why)
+					e["runnable_here"], e["refused_by"], e["refusal"] = false, by, refusal
+					if basis != "" {
+						e["basis"] = basis
+					}
+				}
+				runnable = append(runnable, e)
+			case workflow.KindAgent:
+				if why := t.refusedBeforeClaim(s); why != "" {
+					by, refusal, _ := refusalParts(why)
+					refused = append(refused, map[string]any{"step": s.Name, "runnable_here": false, "refused_by": by, "refusal": refusal})
+				}
+			case workflow.KindGuard:
+				guards = append(guards, s.Name)
+			}
+		}
+		setList(x, "engine_runnable", runnable)
+		setList(x, "agent_refused", refused)
+		if len(guards) > 0 {
+			x["pending_guards"] = guards
+		}
+		if len(waiting) > 0 {
+			x["waiting_on_answer"] = waiting
+		}
+	}
+	if open && len(r.CapabilityBlocks) > 0 {
+		blocks := map[string]any{}
+		for k, v := range r.CapabilityBlocks {
+			blocks[k] = v
+		}
+		x["capability_blocks"] = blocks
+	}
+	if r.Phase() == record.PhaseFailed {
+		var steps []string
+		for _, s := range r.FailedSteps {
+			if st := t.stepOf(s); st != nil && st.Execution != workflow.KindFinalizer {
+				steps = append(steps, s)
+			}
+		}
+		if len(steps) > 0 {
+			x["resumable"] = map[string]any{"steps": steps, "command": fmt.Sprintf("realm run resume %s --from %s", r.ID, steps[0])}
+		}
+	}
+	if pending := pendingFinalizers(r); r.Terminal() && len(pending) > 0 {
+		cp := map[string]any{"steps": pending, "command": fmt.Sprintf("realm run drain %s --force", r.ID)}
+		for _, n := range pending {
+			if until, ok := leaseHeld(r.FinalizerLedger[n], t.now); ok {
+				cp["held_until"] = record.FormatTime(until)
+			}
+		}
+		x["cleanup_pending"] = cp
+	}
+	if includeSteps {
+		x["steps"] = t.stepsView(ctx)
+	}
+	return x
+}
+
+func setList(m map[string]any, key string, list []any) {
+	if len(list) > 0 {
+		m[key] = list
+	}
+}
+
+// refusalParts splits a "'<step>' cannot run (<check>): <why>." sentence
+// into its check, its why, and for a capability the basis it was judged on.
+func refusalParts(sentence string) (by, refusal, basis string) {
+	i := strings.Index(sentence, "(")
+	j := strings.Index(sentence, "): ")
+	if i < 0 || j < i {
+		return "", sentence, ""
+	}
+	by = sentence[i+1 : j]
+	refusal = strings.TrimSuffix(sentence[j+3:], ".")
+	if by == "capability" {
+		basis = "registry"
+		if k := strings.Index(refusal, " — "); k >= 0 {
+			refusal = refusal[:k]
+		}
+	}
+	return by, refusal, basis
+}
+
+// stepsView is include_steps: each step's attempts (and a gate's answers),
+// read from the evidence.
+func (t *txn) stepsView(ctx context.Context) map[string]any {
+	out := map[string]any{}
+	raw, err := t.e.st.Evidence(ctx, t.run.ID, 0, -1)
+	if err != nil {
+		return out
+	}
+	for _, b := range raw {
+		var e record.Entry
+		if json.Unmarshal(b, &e) != nil {
+			continue
+		}
+		s, _ := out[e.StepID].(map[string]any)
+		if s == nil {
+			s = map[string]any{"attempts": []any{}}
+			out[e.StepID] = s
+		}
+		if e.Kind == "gate_response" {
+			answers, _ := s["answers"].([]any)
+			choice := ""
+			if m, ok := e.InputSummary.(map[string]any); ok {
+				choice, _ = m["choice"].(string)
+			}
+			a := map[string]any{"choice": choice}
+			switch {
+			case e.RespondedBy == "timeout":
+				a["answered_by"] = map[string]any{"by": nil, "absent_cause": "settled_by_expiry"}
+				a["claim_proof_absent"] = "settled_by_expiry"
+			case e.RespondedBy != "":
+				a["answered_by"] = map[string]any{"by": e.RespondedBy, "by_source": "stated"}
+			default:
+				a["answered_by"] = map[string]any{"by": nil, "absent_cause": "not_stated"}
+			}
+			if e.ClaimProof != nil {
+				a["claim_proof"] = e.ClaimProof
+			} else if _, ok := a["claim_proof_absent"]; !ok {
+				a["claim_proof_absent"] = "proof_not_recorded"
+			}
+			s["answers"] = append(answers, a)
+			continue
+		}
+		attempts := s["attempts"].([]any)
+		n := e.Attempt
+		if n == 0 {
+			n = len(attempts) + 1
+		}
+		status := "success"
+		if e.Status == "error" {
+			status = "error"
+		}
+		a := map[string]any{"attempt": n, "status": status}
+		if e.DrivenBy != nil && e.DrivenBy.By != "" {
+			a["driven_by"] = map[string]any{"by": e.DrivenBy.By, "by_source": e.DrivenBy.BySource, "channel": e.DrivenBy.Channel}
+		} else {
+			a["driven_by"] = map[string]any{"by": nil, "absent_cause": "driver_not_recorded"}
+		}
+		if st := t.stepOf(e.StepID); st != nil && st.Execution == workflow.KindAgent {
+			a["cost_unrecorded"] = "not_measured_by_realm"
+		}
+		s["attempts"] = append(attempts, a)
+	}
+	return out
+}
+
+// nextStatus decides next_actions_status with the seed's precedence:
+// awaiting_human, then blocked_on_capability, then claim_stale.
+func (t *txn) nextStatus(v view, actions []*realmv1.NextAction) string {
+	r := t.run
+	gateOpen := false
+	if r.PendingGate != nil {
+		_, _, due := t.expiredGate()
+		gateOpen = !due
+	}
+	if gateOpen {
+		return "awaiting_human"
+	}
+	capability := false
+	for _, c := range v.cannot {
+		if strings.Contains(c, "(capability)") {
+			capability = true
+		}
+	}
+	if capability && len(v.owed) == 0 {
+		return "blocked_on_capability"
+	}
+	stale, unknown := false, false
+	for _, s := range r.InProgressSteps {
+		if r.PendingGate != nil && s == r.PendingGate.StepName {
+			continue
+		}
+		switch t.claimState(r.Claims[s]) {
+		case "claim_stale":
+			stale = true
+		case "claim_unknown_age":
+			unknown = true
+		}
+	}
+	switch {
+	case stale:
+		return "claim_stale"
+	case unknown && len(actions) == 0:
+		return "claim_unknown_age"
+	case r.PendingGate != nil || (len(v.owed) > 0 && len(v.agents) == 0):
+		return "advance_owed"
+	}
+	return "ok"
+}
