@@ -171,6 +171,9 @@ func (t *txn) advance(o advanceOpts) {
 					changed = true
 				}
 			case workflow.KindAuto:
+				if o.chain && s.Handler != "" && !t.capable(s.Handler) {
+					t.markCapabilityBlock(s)
+				}
 				if o.chain && t.runnableHere(s) == "" {
 					switch {
 					case s.Handler != "":

@@ -50,6 +50,7 @@ func (t *txn) claimForDispatch(s *workflow.Step) {
 		c.Deadline = &d
 	}
 	t.run.MarkInProgress(s.Name, c)
+	delete(t.run.CapabilityBlocks, s.Name) // it runs now: the marker is history
 	t.index = append(t.index, indexOp("claims", t.run.ID, t.now.Add(claimWindow(s))))
 	t.dispatch = append(t.dispatch, claimed{step: s.Name, token: c.Token, input: t.handlerInput(s), resources: t.resources()})
 	t.touch()
@@ -471,4 +472,24 @@ func (p *connPool) Close() {
 		c.Close()
 	}
 	p.m = nil
+}
+
+// markCapabilityBlock records, once, that this engine reached a step whose
+// handler no live runner serves: the step is blocked, not failed, and runs
+// when a runner that has it registers and someone calls advance_run.
+func (t *txn) markCapabilityBlock(s *workflow.Step) {
+	if _, ok := t.run.CapabilityBlocks[s.Name]; ok {
+		return
+	}
+	if t.run.CapabilityBlocks == nil {
+		t.run.CapabilityBlocks = map[string]map[string]any{}
+	}
+	t.run.CapabilityBlocks[s.Name] = map[string]any{
+		"requirement": map[string]any{"kind": "handler", "name": s.Handler},
+		"code":        string(errcode.EngineHandlerNotRegistered),
+		"at":          record.FormatTime(t.now),
+	}
+	t.blocked = append(t.blocked, s)
+	t.warnings = append(t.warnings, fmt.Sprintf("Step '%s' is blocked: its handler '%s' is not registered in this runner.", s.Name, s.Handler))
+	t.touch()
 }

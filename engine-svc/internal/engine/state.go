@@ -214,7 +214,11 @@ func (e *Engine) AdvanceRun(ctx context.Context, req *realmv1.AdvanceRunRequest)
 		if t.def == nil || t.run.Terminal() {
 			return nil
 		}
-		t.expired = t.enactExpiry("advance_run")
+		via := "advance_run"
+		if req.GetCaller().GetChannel() == realmv1.Channel_CHANNEL_RUN {
+			via = "advance" // the CLI's word for the act
+		}
+		t.expired = t.enactExpiry(via)
 		t.advance(advanceOpts{decideGuards: true, chain: true})
 		return nil
 	})
@@ -276,6 +280,14 @@ func (t *txn) advanceReply(command string, req *realmv1.AdvanceRunRequest) (*rea
 		}
 	case t.endedBy != nil:
 		r.ContextHint = t.guardSentence()
+	case len(t.blocked) > 0 && !t.hasChained:
+		s := t.blocked[0]
+		r.Status = realmv1.ReplyStatus_REPLY_STATUS_ERROR
+		r.ErrorCode = string(errcode.EngineHandlerNotRegistered)
+		r.Errors = []string{fmt.Sprintf("Step '%s' is blocked: its handler '%s' is not registered in this runner.", s.Name, s.Handler)}
+		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_WAIT_FOR_HUMAN
+		r.StoppedStep = s.Name
+		r.ContextHint = fmt.Sprintf("Run '%s': nothing ran. %s", t.run.ID, t.afterHint(v))
 	case !t.hasChained:
 		r.ContextHint = fmt.Sprintf("Run '%s': nothing ran. %s", t.run.ID, t.afterHint(v))
 	default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/realm-go/realm/engine-svc/internal/health"
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/workflow"
@@ -143,7 +144,25 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 	if includeSteps {
 		x["steps"] = t.stepsView(ctx)
 	}
+	if open {
+		if fs := t.findings(); len(fs) > 0 {
+			b, _ := json.Marshal(fs)
+			var list []any
+			_ = json.Unmarshal(b, &list)
+			x["run_health"] = list
+			x["warnings"] = []any{fmt.Sprintf("this run has %d active run-health finding(s) — see 'run_health' for detail.", len(fs))}
+		}
+	}
 	return x
+}
+
+// findings are the run's health findings as this server judges them.
+func (t *txn) findings() []health.Finding {
+	in := health.Input{Run: t.run, Now: t.now, Capable: t.capable, DefErr: t.defErr}
+	if t.def != nil {
+		in.Def = t.def.Def
+	}
+	return health.Classify(in)
 }
 
 func setList(m map[string]any, key string, list []any) {

@@ -11,6 +11,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/workflow"
 )
 
 // txn is one decision on one run: what was read, what the act changed, and
@@ -68,7 +69,9 @@ type txn struct {
 	// notes end the hint: outcomes another process kept from the record.
 	notes []string
 	// failed is a dispatched step that failed; abortedBy a handler abort.
-	failed    *stepFailure
+	failed *stepFailure
+	// blocked are steps this write found it cannot run (capability).
+	blocked   []*workflow.Step
 	abortedBy string
 	// compose builds the reply once the write has committed.
 	// scopeCache is what conditions read, built once per change.

@@ -41,27 +41,10 @@ type Input struct {
 
 // DriveFailures is the drive_failures record (run-record spec §4.7,
 // agent-driver spec §12.2): the last 5 failures, oldest first.
-type DriveFailures struct {
-	FirstFailedAt string         `json:"first_failed_at"`
-	Total         int64          `json:"total"`
-	Entries       []DriveFailure `json:"entries"`
-}
+type DriveFailures = record.DriveFailures
 
 // DriveFailure is one failed drive by `realm agent`.
-type DriveFailure struct {
-	At                   string `json:"at"`
-	Step                 string `json:"step,omitempty"`
-	Provider             string `json:"provider,omitempty"`
-	ErrorClass           string `json:"error_class"`
-	Message              string `json:"message,omitempty"`
-	ElapsedMS            int64  `json:"elapsed_ms"`
-	AttemptsSDK          *int64 `json:"attempts_sdk,omitempty"`
-	DeclaredPerAttemptMS *int64 `json:"declared_per_attempt_ms,omitempty"`
-	DerivedCeilingMS     *int64 `json:"derived_ceiling_ms,omitempty"`
-	LastObservedStatus   *int64 `json:"last_observed_status,omitempty"`
-	RetryAfterObservedMS *int64 `json:"retry_after_observed_ms,omitempty"`
-	Usage                []any  `json:"usage,omitempty"`
-}
+type DriveFailure = record.DriveFailure
 
 // Finding is one health finding. Kind and Reason are always set; Step,
 // Since and Evidence where they apply; IdleMS only on never_claimed_idle,

@@ -85,6 +85,7 @@ type Run struct {
 	// ResolvedGates remembers every answered gate by id, so a repeat of an
 	// answer and a late answer to a settled question can be told apart.
 	ResolvedGates map[string]*ResolvedGate `json:"resolved_gates,omitempty"`
+	DriveFailures *DriveFailures           `json:"drive_failures,omitempty"`
 
 	RunPhase       string     `json:"run_phase"`
 	TerminalState  bool       `json:"terminal_state"`
@@ -161,6 +162,30 @@ type PendingGate struct {
 	DefaultChoice      string            `json:"default_choice,omitempty"`
 	ReminderSeconds    int               `json:"reminder_seconds,omitempty"`
 	ReminderMax        int               `json:"reminder_max,omitempty"`
+}
+
+// DriveFailures are the failed drives `realm agent` recorded (the last 5
+// entries kept; run-record spec §4.7).
+type DriveFailures struct {
+	FirstFailedAt string         `json:"first_failed_at"`
+	Total         int64          `json:"total"`
+	Entries       []DriveFailure `json:"entries"`
+}
+
+// DriveFailure is one failed drive by `realm agent`.
+type DriveFailure struct {
+	At                   string `json:"at"`
+	Step                 string `json:"step,omitempty"`
+	Provider             string `json:"provider,omitempty"`
+	ErrorClass           string `json:"error_class"`
+	Message              string `json:"message,omitempty"`
+	ElapsedMS            int64  `json:"elapsed_ms"`
+	AttemptsSDK          *int64 `json:"attempts_sdk,omitempty"`
+	DeclaredPerAttemptMS *int64 `json:"declared_per_attempt_ms,omitempty"`
+	DerivedCeilingMS     *int64 `json:"derived_ceiling_ms,omitempty"`
+	LastObservedStatus   *int64 `json:"last_observed_status,omitempty"`
+	RetryAfterObservedMS *int64 `json:"retry_after_observed_ms,omitempty"`
+	Usage                []any  `json:"usage,omitempty"`
 }
 
 // ResolvedGate is a gate that was answered or settled by its expiry.

@@ -196,8 +196,19 @@ func TestCapabilityBlocksUntilARunnerRegisters(t *testing.T) {
 		if r.GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK || r.GetContextHint() != want || len(r.GetNextActions()) != 0 {
 			t.Fatalf("start = %v", r)
 		}
-		if s := state(t, e, r.GetRunId()); s.GetNextActionsStatus() != "blocked_on_capability" || s.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_RUNNING {
+		if strings.Join(r.GetWarnings(), "|") != "Step 'work' is blocked: its handler 'later' is not registered in this runner." {
+			t.Errorf("warnings = %v", r.GetWarnings())
+		}
+		s := state(t, e, r.GetRunId())
+		if s.GetNextActionsStatus() != "blocked_on_capability" || s.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_RUNNING {
 			t.Errorf("state = %v", s)
+		}
+		block := extra(s)["capability_blocks"].(map[string]any)["work"].(map[string]any)
+		if block["code"] != "ENGINE_HANDLER_NOT_REGISTERED" || block["requirement"].(map[string]any)["name"] != "later" {
+			t.Errorf("capability_blocks = %v", block)
+		}
+		if again := advance(t, e, r.GetRunId()); again.GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK || len(again.GetWarnings()) != 0 {
+			t.Errorf("a second advance with the marker recorded = %v", again)
 		}
 		startRunner(t, e, map[string]handlerFunc{"later": func(context.Context, *realmv1.ExecuteHandlerRequest) (*realmv1.ExecuteHandlerResponse, error) {
 			return &realmv1.ExecuteHandlerResponse{Data: value(t, map[string]any{"done": true})}, nil
