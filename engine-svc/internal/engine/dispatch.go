@@ -51,7 +51,6 @@ func (t *txn) claimForDispatch(s *workflow.Step) {
 	}
 	t.run.MarkInProgress(s.Name, c)
 	delete(t.run.CapabilityBlocks, s.Name) // it runs now: the marker is history
-	t.index = append(t.index, indexOp("claims", t.run.ID, t.now.Add(claimWindow(s))))
 	t.dispatch = append(t.dispatch, claimed{step: s.Name, token: c.Token, input: t.handlerInput(s), resources: t.resources()})
 	t.touch()
 }
@@ -429,7 +428,6 @@ func (t *txn) settleDispatched(c claimed, o outcome) {
 		t.lastAuto = c.step
 		t.completedArm = ""
 	}
-	t.index = append(t.index, indexRemove("claims", t.run.ID))
 }
 
 // dataOf is a handler's recorded output: its data (any JSON), or {} when

@@ -74,7 +74,6 @@ func (t *txn) enactExpiry(via string) *expiry {
 	if t.run.ResolvedGates == nil {
 		t.run.ResolvedGates = map[string]*record.ResolvedGate{}
 	}
-	t.index = append(t.index, indexRemove("expiries", t.run.ID))
 	t.run.PendingGate = nil
 	switch g.OnExpiry {
 	case "settle_default":

@@ -59,9 +59,6 @@ func (t *txn) openGate(s *workflow.Step, preview any, caller *realmv1.Caller) er
 		}
 	}
 	t.run.PendingGate = g
-	if g.ExpiresAt != "" {
-		t.index = append(t.index, indexOp("expiries", t.run.ID, record.ParseTime(g.ExpiresAt)))
-	}
 	t.openedGate = s.Name
 	t.touch()
 	return nil
@@ -303,7 +300,6 @@ func (t *txn) respond(req *realmv1.SubmitHumanResponseRequest) {
 	}
 	t.run.ResolvedGates[gateID] = rg
 	t.run.PendingGate = nil
-	t.index = append(t.index, indexRemove("expiries", t.run.ID))
 	t.setOutput(step, out)
 	t.run.MarkCompleted(step, &record.Settled{Token: token, Outcome: "gate", Choice: choice})
 	t.appendEvidence(e)
@@ -510,6 +506,9 @@ func (t *txn) gateMessageReply(command string, err error) *realmv1.Reply {
 // call did, and reported the guards it decided.
 func (t *txn) lateAnswerReply(x *expiry, choice string, claim *record.Claim, token *string, enactedHere bool) *realmv1.Reply {
 	r := t.envelope(x.step)
+	// From an answer, guards are reported in guards only (seed: "It has no
+	// chained_auto_steps").
+	r.HasChainedAutoSteps, r.ChainedAutoSteps = false, nil
 	r.AnswerRecorded = ptr(false)
 	r.ErrorDetails = toStruct(x.details(t.run.ID))
 	if !enactedHere {

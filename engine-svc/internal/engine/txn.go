@@ -121,6 +121,7 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 	r.UpdatedAt = record.FormatTime(t.now)
 	t.stampLedger() // a run sealed by this write owes its finalizers
 	r.RunPhase = r.Phase()
+	t.index = append(t.index, t.timerIndexes()...)
 	doc, err := json.Marshal(r)
 	if err != nil {
 		return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode run: "+err.Error())
@@ -233,5 +234,48 @@ func (t *txn) settlementOf(step string, failed bool) map[string]any {
 		"failed":                failed,
 		"settled_by_default":    byDefault,
 		"validation_rejections": float64(t.run.ValidationRejections[step]),
+	}
+}
+
+// timerIndexes are the bucket indexes that find runs needing attention
+// without loading every run, set from the run as this write leaves it, in
+// the same atomic script: "claims" (earliest claim deadline; 0 for a claim
+// of unknown age), "expiries" (an open gate's expiry, read by the sweeper),
+// "activity" (last write of an open run), "finalizers" (an ended run owing
+// cleanup) and "blocked" (an open run with a capability block).
+func (t *txn) timerIndexes() []store.IndexOp {
+	r, id := t.run, t.run.ID
+	set := func(index string, score float64, on bool) store.IndexOp {
+		if !on {
+			return store.IndexOp{Index: index, Member: id, Remove: true}
+		}
+		return store.IndexOp{Index: index, Member: id, Score: score}
+	}
+	open := !r.Terminal()
+	claim, hasClaim := 0.0, false
+	for _, s := range r.InProgressSteps {
+		if r.PendingGate != nil && s == r.PendingGate.StepName {
+			continue // an open question's claim is never stale
+		}
+		c := r.Claims[s]
+		score := 0.0
+		if c != nil && c.Deadline != nil {
+			score = float64(record.ParseTime(*c.Deadline).UnixMilli())
+		}
+		if !hasClaim || score < claim {
+			claim = score
+		}
+		hasClaim = true
+	}
+	expiry, hasExpiry := 0.0, false
+	if g := r.PendingGate; g != nil && g.ExpiresAt != "" && open {
+		expiry, hasExpiry = float64(record.ParseTime(g.ExpiresAt).UnixMilli()), true
+	}
+	return []store.IndexOp{
+		set("claims", claim, open && hasClaim),
+		set("expiries", expiry, hasExpiry),
+		set("activity", float64(t.now.UnixMilli()), open),
+		set("finalizers", 0, !open && len(pendingFinalizers(r)) > 0),
+		set("blocked", 0, open && len(r.CapabilityBlocks) > 0),
 	}
 }

@@ -86,6 +86,11 @@ func TestStaleClaimIsNamedOnceItsDeadlinePasses(t *testing.T) {
 		if s.GetNextActionsStatus() != "claim_stale" || stuck["step"] != "work" || stuck["state"] != "claim_stale" {
 			t.Errorf("stale claim: %v %v", s.GetNextActionsStatus(), extra(s))
 		}
+		finding := extra(s)["run_health"].([]any)[0].(map[string]any)
+		if finding["kind"] != "stale_claim" || finding["step"] != "work" || finding["reason"] != "claim_stale" ||
+			fmt.Sprint(extra(s)["warnings"]) != "[this run has 1 active run-health finding(s) — see 'run_health' for detail.]" {
+			t.Errorf("run_health = %v", extra(s))
+		}
 		close(release)
 		<-done
 	})
@@ -103,6 +108,10 @@ func TestStateOfABatchRunOwesItsReadyGuardAndAFailedRunIsResumable(t *testing.T)
 		s := state(t, e, b.GetStarted()[0].GetRunId())
 		if fmt.Sprint(extra(s)["pending_guards"]) != "[limit]" {
 			t.Errorf("pending_guards = %v", extra(s))
+		}
+		if f := extra(s)["run_health"].([]any)[0].(map[string]any); f["kind"] != "guard_awaiting_settlement" ||
+			f["reason"] != "guard 'limit' is eligible and has not been settled" {
+			t.Errorf("run_health = %v", f)
 		}
 		e.register(t, []byte("id: once\nname: Once\nversion: 1\nsteps:\n  ask:\n    description: Ask.\n    execution: agent\n    validation_exhaustion: { threshold: 1 }\n    output_schema:\n      type: object\n      required: [ok]\n      properties:\n        ok: { type: boolean }\n"))
 		run := start(t, e, "once", nil).GetRunId()

@@ -97,7 +97,7 @@ func NewRedis(client redis.UniversalClient, opts Options) *Redis {
 	if r.now == nil {
 		r.now = time.Now
 	}
-	r.runIndexes = []string{"index", "expiries"}
+	r.runIndexes = []string{"index", "expiries", "claims", "activity", "finalizers", "blocked"}
 	for _, ix := range opts.RunIndexes {
 		if ix != "index" && validName(ix) == nil {
 			r.runIndexes = append(r.runIndexes, ix)
