@@ -76,6 +76,11 @@ if [[ $ready -ne 1 ]]; then
 	exit 1
 fi
 
+# The example handler runner (order_total and the contract's other example
+# handlers): it registers with the engine's capability registry, retrying
+# until the engine accepts it, and deregisters when stopped.
+start example-runner --engine-addr "$ENGINE_ADDR"
+
 # The MCP front door, in dev mode (no token) on loopback only.
 MCP_ADDR=127.0.0.1:8080
 start mcp-svc --addr "$MCP_ADDR" --engine-addr "$ENGINE_ADDR" --dev
@@ -90,6 +95,7 @@ echo
 echo "Realm is running (store: $DATA_DIR). Front doors:"
 echo "  engine-svc (gRPC): $ENGINE_ADDR"
 echo "  mcp-svc (MCP, streamable HTTP): http://$MCP_ADDR/mcp (dev mode: no token)"
+echo "  example-runner: handlers for examples/orders.yaml (registered with engine-svc)"
 echo
 echo "Try: bin/realm workflow list    ·    bin/realm run start <workflow>"
 echo "Press Ctrl-C to stop."

@@ -334,7 +334,7 @@ func TestRunRespondAfterTheGateExpired(t *testing.T) {
 			t.Fatalf("advance of an expired gate: code %d\nstdout:\n%s\nstderr:\n%s", got.code, got.stdout, got.stderr)
 		}
 		if w := out[3]; !strings.HasPrefix(w, fmt.Sprintf("⚠ gate '%s' on 'approve' had expired ", advancedGate)) ||
-			!strings.HasSuffix(w, "declared settle_default: the default choice 'hold' was recorded (enacted_via: advance_run).") {
+			!strings.HasSuffix(w, "declared settle_default: the default choice 'hold' was recorded (enacted_via: advance).") || !strings.Contains(w, "this advance call") {
 			t.Errorf("expiry line = %q", w)
 		}
 		out[3] = "⚠ …"
