@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -116,6 +117,7 @@ type attempt struct {
 	details  map[string]any
 	retry    bool // the failure may be tried again
 	timeout  bool
+	stale    bool // the runner did not have the handler after all
 }
 
 // outcome is everything a dispatched step did, recorded in one write.
@@ -214,6 +216,12 @@ func (e *Engine) tryOnce(ctx context.Context, runID string, run *record.Run, s *
 		Config: toStruct(orEmpty(s.Config)), Resources: toStruct(c.resources),
 	}
 	resp, err := realmv1.NewRunnerServiceClient(conn).ExecuteHandler(cctx, req)
+	if ce, ok := errcode.FromStatus(err); ok && ce.Code == errcode.EngineHandlerNotRegistered {
+		// The registry named a runner that no longer has the handler: the
+		// step is blocked on capability, not failed.
+		a.err, a.code, a.stale = ce.Message, ce.Code, true
+		return a
+	}
 	switch {
 	case err == nil:
 	case errors.Is(cctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
@@ -352,6 +360,12 @@ func (t *txn) settleDispatched(c claimed, o outcome) {
 		t.notes = append(t.notes, fmt.Sprintf("'%s' ran here, but another process took it over, so its outcome was not recorded.", c.step))
 		return
 	case s == nil || len(o.attempts) == 0:
+		return
+	case o.last().stale:
+		// Back to pending, blocked on capability: nothing ran.
+		t.run.InProgressSteps = slices.DeleteFunc(t.run.InProgressSteps, func(x string) bool { return x == c.step })
+		delete(t.run.Claims, c.step)
+		t.markCapabilityBlock(s)
 		return
 	}
 	withAttempts := s.Retry != nil
