@@ -766,8 +766,8 @@ func TestRunList(t *testing.T) {
 			name:  "every page, newest change first, local time in en-US form",
 			pages: pages,
 			args:  []string{"run", "list"},
-			wantStdout: "r-new  gated  gate_waiting  10/2/2026, 1:52:37 PM\n" +
-				"r-old  tidy  completed  10/2/2026, 12:30:05 AM\n",
+			wantStdout: "r-new  gated v0  gate_waiting  10/2/2026, 1:52:37 PM  0 step(s)\n" +
+				"r-old  tidy v0  completed  10/2/2026, 12:30:05 AM  0 step(s)\n",
 			check: func(t *testing.T, reqs []proto.Message) {
 				if len(reqs) != 2 || reqs[1].(*realmv1.ListRunsRequest).GetPageToken() != "p2" {
 					t.Errorf("requests = %v, want two pages", reqs)
@@ -796,8 +796,8 @@ func TestRunList(t *testing.T) {
 			pages: stuckPage,
 			args:  []string{"run", "list", "--stuck", "--older-than", "0m"},
 			wantStdout: "Stuck runs (threshold 0m):\n" +
-				"r-claim  sync  running  10/2/2026, 12:31:00 AM  idle: 1h 29m  fetch=claim_stale\n" +
-				"r-idle  idle  running  9/30/2026, 2:00:00 AM  idle: 2d 0h\n",
+				"r-claim  sync v0  running  10/2/2026, 12:31:00 AM  0 step(s)  idle: 1h 29m  fetch=claim_stale\n" +
+				"r-idle  idle v0  running  9/30/2026, 2:00:00 AM  0 step(s)  idle: 2d 0h\n",
 			check: func(t *testing.T, reqs []proto.Message) {
 				r := reqs[0].(*realmv1.ListRunsRequest)
 				if !r.GetStuck() || r.GetOlderThanSeconds() != 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -224,7 +225,8 @@ func (a *app) runListCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				req.OlderThanSeconds = int64(d / time.Second)
+				secs := int64(d / time.Second)
+				req.OlderThanSeconds = &secs
 			}
 			runs, err := a.listRuns(cmd.Context(), req)
 			if err != nil {
@@ -302,7 +304,15 @@ func (a *app) printRuns(runs []*realmv1.RunSummary, workflowID string, stuck boo
 	now := a.env.Now()
 	for _, r := range runs {
 		updated := r.GetUpdatedAt().AsTime()
-		fields := []string{r.GetRunId(), r.GetWorkflowId(), reply.PhaseWord(r.GetRunPhase()), localTime(updated, a.env.Location)}
+		fields := []string{r.GetRunId(), r.GetWorkflowId() + " v" + versionWord(r.GetWorkflowVersion()), reply.PhaseWord(r.GetRunPhase()),
+			localTime(updated, a.env.Location), fmt.Sprintf("%d step(s)", r.GetStepCount())}
+		if g := r.GetGateStep(); g != "" {
+			gate := fmt.Sprintf("gate: %s (%s)", g, age(now.Sub(r.GetGateOpenedAt().AsTime())))
+			if exp := r.GetGateExpiresAt(); exp != nil && now.After(exp.AsTime()) {
+				gate += "  EXPIRED " + age(now.Sub(exp.AsTime())) + " ago"
+			}
+			fields = append(fields, gate)
+		}
 		if stuck {
 			fields = append(fields, "idle: "+age(now.Sub(updated)))
 		}
@@ -310,3 +320,6 @@ func (a *app) printRuns(runs []*realmv1.RunSummary, workflowID string, stuck boo
 		fmt.Fprintln(out, line)
 	}
 }
+
+// versionWord writes a workflow version as the spec shows it: v1, v1.5.
+func versionWord(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

@@ -116,6 +116,8 @@ func canonicalize(t *text, from, to int) *canon {
 		for _, o := range string(buf) {
 			o = toLower(o)
 			switch {
+			case isInvisibleMark(o):
+				// only visible marks are kept
 			case isSemiticMark(o) && lastIsLetter():
 				attachMark(o)
 			case isLetter(o):

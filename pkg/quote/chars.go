@@ -152,6 +152,13 @@ func changesWhenLowered(r rune) bool { return toLower(r) != r }
 
 func isMark(r rune) bool { return r >= 0x300 && unicode.In(r, unicode.Mn, unicode.Mc, unicode.Me) }
 
+// isInvisibleMark: a combining mark with nothing to see (U+034F COMBINING
+// GRAPHEME JOINER, variation selectors …). It makes no word edge, and the
+// canonical form, which keeps only visible marks, drops it.
+func isInvisibleMark(r rune) bool {
+	return isMark(r) && (unicode.Is(unicode.Variation_Selector, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r))
+}
+
 func isFormat(r rune) bool { return r >= 0xAD && unicode.Is(unicode.Cf, r) }
 
 func isCurrency(r rune) bool { return unicode.Is(unicode.Sc, r) || r == riyalSign }

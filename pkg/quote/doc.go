@@ -15,6 +15,9 @@
 // currency sign) patched to Unicode 17.0. docs/unicode.md lists the
 // characters where this differs from the seed's Node 24 (Unicode 17.0).
 //
-// Cost. Each quote costs time linear in the document, and at most
-// MaxSearches (1,000) substring searches; past that it reads not_found.
+// Cost. Each quote costs time linear in the document and the quote, and at
+// most MaxSearches (1,000) substring searches; past that it reads not_found.
+// Nothing rescans a line or a word per candidate: label, abbreviation and
+// clause-number scans are bounded, and the stitcher tries each piece's places
+// once, not every pair of places (cost_test.go counts the work).
 package quote

@@ -69,15 +69,18 @@ func (r Result) Map() map[string]any {
 	return m
 }
 
-// errBudget ends a search that took more than MaxSearches substring searches.
+// locator holds one LocateQuote call's state.
 type locator struct {
-	src      *text
-	q        *text
-	exactE   []bool
-	canonE   []bool
-	sc       *canon
-	searches int
-	minPart  int
+	src     *text
+	q       *text
+	exactE  []bool
+	canonE  []bool
+	sc      *canon
+	minPart int
+	// searches counts substring searches (capped at MaxSearches); steps
+	// counts the other work that is not linear in the text: stitch states
+	// tried and runes scanned back from a candidate start. Tests read both.
+	searches, steps int
 }
 
 func (l *locator) spend() bool {
@@ -87,11 +90,22 @@ func (l *locator) spend() bool {
 
 // LocateQuote finds quote in source and says how (seed 003, locateQuote).
 func LocateQuote(quote, source string, opts Options) Result {
+	res, _ := locate(quote, source, opts)
+	return res
+}
+
+// locate is LocateQuote, also returning the locator for its work counters.
+func locate(quote, source string, opts Options) (Result, *locator) {
+	l := &locator{minPart: opts.MinPartChars}
+	return l.run(quote, source), l
+}
+
+func (l *locator) run(quote, source string) Result {
 	notFound := Result{State: NotFound, Parts: []Span{}}
 	if source == "" {
 		return notFound
 	}
-	l := &locator{src: newText(source), q: newText(quote), minPart: opts.MinPartChars}
+	l.src, l.q = newText(source), newText(quote)
 	if l.minPart == 0 {
 		l.minPart = DefaultMinPartChars
 	}
@@ -221,7 +235,30 @@ func (l *locator) valid(qc *canon, k0, k1 int) bool {
 		return false
 	}
 	for k, m := range qc.marks {
-		if sc.marks[int32(k0)+k] != m {
+		if !marksWithin(m, sc.marks[int32(k0)+k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// marksWithin reports whether every Arabic or Hebrew mark the quote writes on
+// a letter is on the document's letter: one the quote leaves out is optional,
+// one it writes must match.
+func marksWithin(q, s string) bool {
+	if q == s {
+		return true
+	}
+	left := []rune(s)
+	for _, m := range q {
+		found := false
+		for i, d := range left {
+			if d == m {
+				left[i], found = -1, true
+				break
+			}
+		}
+		if !found {
 			return false
 		}
 	}

@@ -16,6 +16,7 @@ type locateCase struct {
 	occ    int
 	near   *Span // checked when checkN
 	checkN bool
+	min    int // Options.MinPartChars
 }
 
 func runLocate(t *testing.T, cases []locateCase) {
@@ -23,7 +24,7 @@ func runLocate(t *testing.T, cases []locateCase) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := LocateQuote(tc.quote, tc.source, Options{})
+			got := LocateQuote(tc.quote, tc.source, Options{MinPartChars: tc.min})
 			if got.State != tc.state {
 				t.Fatalf("LocateQuote(%q, %q) state = %s, want %s (%+v)", tc.quote, tc.source, got.State, tc.state, got)
 			}

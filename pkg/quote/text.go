@@ -117,6 +117,15 @@ func (t *text) edges(bomIsSpace bool) []bool {
 		split := lc == clDigit && rc == clDigit && (lastVis != i-1 || r != i)
 		e[i] = !word || split
 	}
+	// A lowercase contraction in 't ("can't", "can’t") is one word: a quote
+	// never ends before its apostrophe. "CAN'T", "did'nt" and "can' t" are
+	// not such contractions; a quote may still start after the apostrophe.
+	for i := 1; i+1 < n; i++ {
+		if (t.r[i] == '\'' || t.r[i] == 0x2019) && t.r[i+1] == 't' && isLowercase(t.r[i-1]) &&
+			(i+2 == n || t.cls[i+2] != clLetter) {
+			e[i] = false
+		}
+	}
 	// Numbers are single units.
 	for i := 0; i < n; i++ {
 		ch := t.r[i]
@@ -150,14 +159,18 @@ var abbreviations = map[string]bool{
 	"Mr": true, "Mrs": true, "Ms": true, "Dr": true,
 }
 
+const maxAbbrev = 4
+
 // endsAbbreviation reports whether the '.' at i ends a listed abbreviation or
 // an initial, which is not a sentence end.
 func endsAbbreviation(r []rune, i int) bool {
+	// The longest listed abbreviation is 4 runes: a longer run of letters and
+	// dots is none, and the scan stops there (no rescans of long runs).
 	j := i
-	for j > 0 && (isLetter(r[j-1]) || r[j-1] == '.') {
+	for j > 0 && i-j <= maxAbbrev && (isLetter(r[j-1]) || r[j-1] == '.') {
 		j--
 	}
-	if abbreviations[string(r[j:i])] {
+	if i-j <= maxAbbrev && abbreviations[string(r[j:i])] {
 		return true
 	}
 	// An initial: one BMP letter that changes when lowercased, with neither a

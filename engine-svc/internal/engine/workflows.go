@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/realm-go/realm/engine-svc/internal/health"
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -199,8 +204,13 @@ func toAny(xs []string) []any {
 	return out
 }
 
-// ListRuns pages through the run index, newest first.
+// ListRuns pages through the run index, newest first; with stuck it lists
+// the runs a health finding selects, read from the timer indexes the commit
+// script keeps, so neither form loads every run.
 func (e *Engine) ListRuns(ctx context.Context, req *realmv1.ListRunsRequest) (*realmv1.ListRunsResponse, error) {
+	if req.GetStuck() {
+		return e.listStuck(ctx, req)
+	}
 	limit := int(req.GetLimit())
 	if limit <= 0 || limit > 1000 {
 		limit = 100
@@ -223,10 +233,7 @@ func (e *Engine) ListRuns(ctx context.Context, req *realmv1.ListRunsRequest) (*r
 			if req.GetPhase() != realmv1.RunPhase_RUN_PHASE_UNSPECIFIED && phaseEnum(t.run.Phase()) != req.GetPhase() {
 				continue
 			}
-			resp.Runs = append(resp.Runs, &realmv1.RunSummary{
-				RunId: t.run.ID, WorkflowId: t.run.WorkflowID, RunPhase: phaseEnum(t.run.Phase()),
-				CreatedAt: timestamp(t.run.CreatedAt), UpdatedAt: timestamp(t.run.UpdatedAt), LastStep: t.run.LastStep,
-			})
+			resp.Runs = append(resp.Runs, t.summary())
 		}
 		cursor = page.Next
 		if cursor == "" {
@@ -234,5 +241,81 @@ func (e *Engine) ListRuns(ctx context.Context, req *realmv1.ListRunsRequest) (*r
 		}
 	}
 	resp.NextPageToken = cursor
+	return resp, nil
+}
+
+// summary is a run's line in `realm run list`.
+func (t *txn) summary() *realmv1.RunSummary {
+	r := t.run
+	s := &realmv1.RunSummary{
+		RunId: r.ID, WorkflowId: r.WorkflowID, WorkflowVersion: r.WorkflowVersion, RunPhase: phaseEnum(r.Phase()),
+		CreatedAt: timestamp(r.CreatedAt), UpdatedAt: timestamp(r.UpdatedAt), LastStep: r.LastStep,
+		StepCount: int32(len(r.CompletedSteps) + len(r.FailedSteps)),
+	}
+	if g := r.PendingGate; g != nil && !r.Terminal() {
+		s.GateStep, s.GateOpenedAt, s.GateExpiresAt = g.StepName, timestamp(g.OpenedAt), timestamp(g.ExpiresAt)
+	}
+	return s
+}
+
+// stuckScanLimit bounds how many due members one index read returns.
+const stuckScanLimit = 100000
+
+// listStuck reads the candidates from the timer indexes — due claims, due
+// expiries, ended runs owing cleanup, capability blocks, and open runs idle
+// past the threshold — and keeps those a finding selects.
+func (e *Engine) listStuck(ctx context.Context, req *realmv1.ListRunsRequest) (*realmv1.ListRunsResponse, error) {
+	now := e.now()
+	threshold := 24 * time.Hour
+	if req.OlderThanSeconds != nil {
+		threshold = time.Duration(req.GetOlderThanSeconds()) * time.Second
+	}
+	nowMS := float64(now.UnixMilli())
+	seen := map[string]bool{}
+	var ids []string
+	for _, q := range []struct {
+		index string
+		upTo  float64
+	}{
+		{"claims", nowMS}, {"expiries", nowMS}, {"finalizers", math.Inf(1)}, {"blocked", math.Inf(1)},
+		{"activity", float64(now.Add(-threshold).UnixMilli())},
+	} {
+		due, err := e.st.Due(ctx, q.index, q.upTo, stuckScanLimit)
+		if err != nil {
+			return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to list runs: "+err.Error())
+		}
+		for _, id := range due {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	resp := &realmv1.ListRunsResponse{ThresholdSeconds: int64(threshold / time.Second)}
+	for _, id := range ids {
+		t, err := e.read(ctx, id)
+		if err != nil {
+			continue
+		}
+		if req.GetWorkflowId() != "" && t.run.WorkflowID != req.GetWorkflowId() {
+			continue
+		}
+		in := health.Input{Run: t.run, Now: now, DefErr: t.defErr, IdleThreshold: &threshold}
+		if t.def != nil {
+			in.Def = t.def.Def
+		}
+		labels := health.Stuck(in)
+		if len(labels) == 0 {
+			continue
+		}
+		s := t.summary()
+		if suffix := strings.TrimLeft(health.StuckSuffix(labels), " "); suffix != "" {
+			s.Labels = []string{suffix}
+		}
+		resp.Runs = append(resp.Runs, s)
+	}
+	sort.Slice(resp.Runs, func(i, j int) bool {
+		return resp.Runs[i].GetUpdatedAt().AsTime().After(resp.Runs[j].GetUpdatedAt().AsTime())
+	})
 	return resp, nil
 }

@@ -2792,13 +2792,15 @@ func (x *AppendTraceResponse) GetRefusal() *Reply {
 }
 
 type ListRunsRequest struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	WorkflowId       string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
-	Phase            RunPhase               `protobuf:"varint,2,opt,name=phase,proto3,enum=realm.v1.RunPhase" json:"phase,omitempty"`
-	Stuck            bool                   `protobuf:"varint,3,opt,name=stuck,proto3" json:"stuck,omitempty"`
-	OlderThanSeconds int64                  `protobuf:"varint,4,opt,name=older_than_seconds,json=olderThanSeconds,proto3" json:"older_than_seconds,omitempty"`
-	Limit            int32                  `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
-	PageToken        string                 `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	WorkflowId string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	Phase      RunPhase               `protobuf:"varint,2,opt,name=phase,proto3,enum=realm.v1.RunPhase" json:"phase,omitempty"`
+	Stuck      bool                   `protobuf:"varint,3,opt,name=stuck,proto3" json:"stuck,omitempty"`
+	// older_than_seconds is --stuck's idle threshold (default 24 h; 0 flags
+	// every idle open run).
+	OlderThanSeconds *int64 `protobuf:"varint,4,opt,name=older_than_seconds,json=olderThanSeconds,proto3,oneof" json:"older_than_seconds,omitempty"`
+	Limit            int32  `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	PageToken        string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -2855,8 +2857,8 @@ func (x *ListRunsRequest) GetStuck() bool {
 }
 
 func (x *ListRunsRequest) GetOlderThanSeconds() int64 {
-	if x != nil {
-		return x.OlderThanSeconds
+	if x != nil && x.OlderThanSeconds != nil {
+		return *x.OlderThanSeconds
 	}
 	return 0
 }
@@ -2876,14 +2878,22 @@ func (x *ListRunsRequest) GetPageToken() string {
 }
 
 type RunSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	WorkflowId    string                 `protobuf:"bytes,2,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
-	RunPhase      RunPhase               `protobuf:"varint,3,opt,name=run_phase,json=runPhase,proto3,enum=realm.v1.RunPhase" json:"run_phase,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	LastStep      string                 `protobuf:"bytes,6,opt,name=last_step,json=lastStep,proto3" json:"last_step,omitempty"`
-	Labels        []string               `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RunId      string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	WorkflowId string                 `protobuf:"bytes,2,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	RunPhase   RunPhase               `protobuf:"varint,3,opt,name=run_phase,json=runPhase,proto3,enum=realm.v1.RunPhase" json:"run_phase,omitempty"`
+	CreatedAt  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	LastStep   string                 `protobuf:"bytes,6,opt,name=last_step,json=lastStep,proto3" json:"last_step,omitempty"`
+	// labels are the --stuck finding labels, in the order the line shows them.
+	Labels          []string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty"`
+	WorkflowVersion float64  `protobuf:"fixed64,8,opt,name=workflow_version,json=workflowVersion,proto3" json:"workflow_version,omitempty"`
+	// step_count counts the distinct steps with a recorded attempt.
+	StepCount int32 `protobuf:"varint,9,opt,name=step_count,json=stepCount,proto3" json:"step_count,omitempty"`
+	// gate_* describe the open gate of a gate_waiting run.
+	GateStep      string                 `protobuf:"bytes,10,opt,name=gate_step,json=gateStep,proto3" json:"gate_step,omitempty"`
+	GateOpenedAt  *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=gate_opened_at,json=gateOpenedAt,proto3" json:"gate_opened_at,omitempty"`
+	GateExpiresAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=gate_expires_at,json=gateExpiresAt,proto3" json:"gate_expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2967,12 +2977,49 @@ func (x *RunSummary) GetLabels() []string {
 	return nil
 }
 
+func (x *RunSummary) GetWorkflowVersion() float64 {
+	if x != nil {
+		return x.WorkflowVersion
+	}
+	return 0
+}
+
+func (x *RunSummary) GetStepCount() int32 {
+	if x != nil {
+		return x.StepCount
+	}
+	return 0
+}
+
+func (x *RunSummary) GetGateStep() string {
+	if x != nil {
+		return x.GateStep
+	}
+	return ""
+}
+
+func (x *RunSummary) GetGateOpenedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.GateOpenedAt
+	}
+	return nil
+}
+
+func (x *RunSummary) GetGateExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.GateExpiresAt
+	}
+	return nil
+}
+
 type ListRunsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Runs          []*RunSummary          `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
 	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// threshold_seconds is the idle threshold a --stuck listing used.
+	ThresholdSeconds int64 `protobuf:"varint,3,opt,name=threshold_seconds,json=thresholdSeconds,proto3" json:"threshold_seconds,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ListRunsResponse) Reset() {
@@ -3017,6 +3064,13 @@ func (x *ListRunsResponse) GetNextPageToken() string {
 		return x.NextPageToken
 	}
 	return ""
+}
+
+func (x *ListRunsResponse) GetThresholdSeconds() int64 {
+	if x != nil {
+		return x.ThresholdSeconds
+	}
+	return 0
 }
 
 type InspectRunRequest struct {
@@ -3778,16 +3832,17 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	" \x01(\x05R\x0efileLimitBytes\"o\n" +
 	"\x13AppendTraceResponse\x12-\n" +
 	"\x06counts\x18\x01 \x01(\v2\x15.realm.v1.TraceCountsR\x06counts\x12)\n" +
-	"\arefusal\x18\x02 \x01(\v2\x0f.realm.v1.ReplyR\arefusal\"\xd5\x01\n" +
+	"\arefusal\x18\x02 \x01(\v2\x0f.realm.v1.ReplyR\arefusal\"\xf1\x01\n" +
 	"\x0fListRunsRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12(\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x12.realm.v1.RunPhaseR\x05phase\x12\x14\n" +
-	"\x05stuck\x18\x03 \x01(\bR\x05stuck\x12,\n" +
-	"\x12older_than_seconds\x18\x04 \x01(\x03R\x10olderThanSeconds\x12\x14\n" +
+	"\x05stuck\x18\x03 \x01(\bR\x05stuck\x121\n" +
+	"\x12older_than_seconds\x18\x04 \x01(\x03H\x00R\x10olderThanSeconds\x88\x01\x01\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x05R\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x06 \x01(\tR\tpageToken\"\xa0\x02\n" +
+	"page_token\x18\x06 \x01(\tR\tpageTokenB\x15\n" +
+	"\x13_older_than_seconds\"\x8d\x04\n" +
 	"\n" +
 	"RunSummary\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1f\n" +
@@ -3799,10 +3854,18 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1b\n" +
 	"\tlast_step\x18\x06 \x01(\tR\blastStep\x12\x16\n" +
-	"\x06labels\x18\a \x03(\tR\x06labels\"d\n" +
+	"\x06labels\x18\a \x03(\tR\x06labels\x12)\n" +
+	"\x10workflow_version\x18\b \x01(\x01R\x0fworkflowVersion\x12\x1d\n" +
+	"\n" +
+	"step_count\x18\t \x01(\x05R\tstepCount\x12\x1b\n" +
+	"\tgate_step\x18\n" +
+	" \x01(\tR\bgateStep\x12@\n" +
+	"\x0egate_opened_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\fgateOpenedAt\x12B\n" +
+	"\x0fgate_expires_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\rgateExpiresAt\"\x91\x01\n" +
 	"\x10ListRunsResponse\x12(\n" +
 	"\x04runs\x18\x01 \x03(\v2\x14.realm.v1.RunSummaryR\x04runs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"*\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12+\n" +
+	"\x11threshold_seconds\x18\x03 \x01(\x03R\x10thresholdSeconds\"*\n" +
 	"\x11InspectRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"(\n" +
 	"\x12InspectRunResponse\x12\x12\n" +
@@ -3991,54 +4054,56 @@ var file_realm_v1_engine_proto_depIdxs = []int32{
 	57, // 58: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
 	52, // 59: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
 	52, // 60: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	39, // 61: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	55, // 62: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	56, // 63: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	55, // 64: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	56, // 65: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
-	3,  // 66: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	5,  // 67: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	7,  // 68: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	11, // 69: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	13, // 70: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	15, // 71: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	18, // 72: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	23, // 73: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	25, // 74: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	27, // 75: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	29, // 76: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	33, // 77: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	35, // 78: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	38, // 79: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	41, // 80: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	43, // 81: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	45, // 82: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	47, // 83: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	49, // 84: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	4,  // 85: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	6,  // 86: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	10, // 87: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	12, // 88: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	14, // 89: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	16, // 90: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	21, // 91: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	24, // 92: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	26, // 93: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	28, // 94: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	32, // 95: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	34, // 96: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	37, // 97: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	40, // 98: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	42, // 99: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	44, // 100: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	46, // 101: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	48, // 102: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	50, // 103: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	85, // [85:104] is the sub-list for method output_type
-	66, // [66:85] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	52, // 61: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	52, // 62: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	39, // 63: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
+	55, // 64: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	56, // 65: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	55, // 66: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	56, // 67: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	3,  // 68: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	5,  // 69: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	7,  // 70: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	11, // 71: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	13, // 72: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	15, // 73: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	18, // 74: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	23, // 75: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	25, // 76: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	27, // 77: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	29, // 78: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	33, // 79: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	35, // 80: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	38, // 81: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	41, // 82: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	43, // 83: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	45, // 84: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	47, // 85: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	49, // 86: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	4,  // 87: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	6,  // 88: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	10, // 89: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	12, // 90: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	14, // 91: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	16, // 92: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	21, // 93: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	24, // 94: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	26, // 95: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	28, // 96: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	32, // 97: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	34, // 98: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	37, // 99: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	40, // 100: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	42, // 101: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	44, // 102: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	46, // 103: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	48, // 104: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	50, // 105: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	87, // [87:106] is the sub-list for method output_type
+	68, // [68:87] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
@@ -4051,6 +4116,7 @@ func file_realm_v1_engine_proto_init() {
 	file_realm_v1_engine_proto_msgTypes[25].OneofWrappers = []any{}
 	file_realm_v1_engine_proto_msgTypes[30].OneofWrappers = []any{}
 	file_realm_v1_engine_proto_msgTypes[31].OneofWrappers = []any{}
+	file_realm_v1_engine_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
