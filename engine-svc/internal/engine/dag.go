@@ -7,6 +7,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/condition"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/schema"
 	"github.com/realm-go/realm/pkg/workflow"
 )
 
@@ -252,20 +253,18 @@ func (t *txn) runnableHere(s *workflow.Step) string {
 // refusedBeforeClaim checks a step's preconditions before it is claimed
 // (spec §5.1/§6.5), returning the "cannot run" sentence or "".
 func (t *txn) refusedBeforeClaim(s *workflow.Step) string {
-	conds := t.def.pre[s.Name]
-	if len(conds) == 0 {
-		return ""
-	}
-	_, results := condition.EvalAll(condition.FieldPrecondition, conds, t.scope())
-	for _, r := range results {
-		if !r.Passed {
-			return fmt.Sprintf("'%s' cannot run (precondition): Precondition failed: '%s'. Resolved value: %s.", s.Name, r.Leaf, jsonText(r.ResolvedValue))
+	if conds := t.def.pre[s.Name]; len(conds) > 0 {
+		_, results := condition.EvalAll(condition.FieldPrecondition, conds, t.scope())
+		for _, r := range results {
+			if !r.Passed {
+				return fmt.Sprintf("'%s' cannot run (precondition): Precondition failed: '%s'. Resolved value: %s.", s.Name, r.Leaf, jsonText(r.ResolvedValue))
+			}
 		}
 	}
 	if s.Execution == workflow.KindAuto {
 		if sch := t.def.input[s.Name]; sch != nil {
 			if errs := sch.Validate(t.engineInput(s)); len(errs) > 0 {
-				return fmt.Sprintf("'%s' cannot run (input_schema): %s.", s.Name, errs[0].RootedText())
+				return fmt.Sprintf("'%s' cannot run (input_schema): %s.", s.Name, inputRefusal(errs[0]))
 			}
 		}
 	}
@@ -439,4 +438,15 @@ func quoteList(xs []string) string {
 		q[i] = "'" + x + "'"
 	}
 	return strings.Join(q, ", ")
+}
+
+// inputRefusal names the field an input refusal is about and what it must
+// be, or the property the schema does not allow (spec §5.1).
+func inputRefusal(e schema.Error) string {
+	if e.Keyword == "additionalProperties" {
+		if p, ok := e.Params["additionalProperty"].(string); ok {
+			return fmt.Sprintf("'%s' is not allowed", p)
+		}
+	}
+	return e.Text()
 }

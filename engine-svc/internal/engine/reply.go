@@ -19,6 +19,14 @@ type view struct {
 	agents []*workflow.Step // agent steps ready for the caller
 	owed   []*workflow.Step // auto steps and guards the engine owes
 	cannot []string         // sentences for steps that cannot run
+	// refused are the steps refused before their claim, with the check
+	// that refused them (trust, precondition, input_schema, capability).
+	refused []refusedStep
+}
+
+type refusedStep struct {
+	step  *workflow.Step
+	check string
 }
 
 // view computes what comes next. It reads only; it never changes the run.
@@ -38,6 +46,8 @@ func (t *txn) view() view {
 		case workflow.KindAgent:
 			if why := t.refusedBeforeClaim(s); why != "" {
 				v.cannot = append(v.cannot, why)
+				by, _, _ := refusalParts(why)
+				v.refused = append(v.refused, refusedStep{s, by})
 				continue
 			}
 			v.agents = append(v.agents, s)
@@ -46,6 +56,8 @@ func (t *txn) view() view {
 		case workflow.KindAuto:
 			if why := t.runnableHere(s); why != "" {
 				v.cannot = append(v.cannot, why)
+				by, _, _ := refusalParts(why)
+				v.refused = append(v.refused, refusedStep{s, by})
 				continue
 			}
 			v.owed = append(v.owed, s)
@@ -72,13 +84,79 @@ func (t *txn) whatNext(v view) string {
 		parts = append(parts, "Owed to the engine: "+names(v.owed)+" — call advance_run.")
 	}
 	parts = append(parts, v.cannot...)
-	if len(v.cannot) > 0 && len(v.agents) == 0 && len(v.owed) == 0 && !strings.Contains(strings.Join(v.cannot, " "), "(capability)") {
-		parts = append(parts, "Correct the workflow and register it again, then call advance_run; or end the run with abandon_run.")
+	if len(v.agents) == 0 && len(v.owed) == 0 {
+		if way := wayOut(v.refused); way != "" {
+			parts = append(parts, way)
+		}
 	}
 	if len(parts) == 0 && !t.run.Terminal() {
-		parts = append(parts, "No step is ready.")
+		if busy := t.inFlight(); len(busy) > 0 {
+			parts = append(parts, fmt.Sprintf("No step is ready: %s is in flight elsewhere — wait for it, then call get_run_state.", quoteNames(busy)))
+		} else {
+			parts = append(parts, "No step is ready.")
+		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// wayOut is the sentence that ends a reply when every owed step is refused
+// before its claim (seed "advance_run"): the run's way when each is refused
+// for its trust or a precondition; each step's own way first, then the
+// run's, when one is refused for its input. Capability blocks have their
+// own way (load the missing extension) and add none.
+func wayOut(refused []refusedStep) string {
+	const run = "Correct the workflow and register it again, then call advance_run; or end the run with abandon_run."
+	var ways []string
+	input := false
+	for _, r := range refused {
+		switch r.check {
+		case "input_schema":
+			input = true
+			if len(r.step.DependsOn) == 0 {
+				ways = append(ways, fmt.Sprintf("'%s', start a run with params that fit, or correct its input_schema and register the workflow again", r.step.Name))
+			} else {
+				ways = append(ways, fmt.Sprintf("'%s', the engine gives it no input, so correct its input_schema and register the workflow again", r.step.Name))
+			}
+		case "trust", "precondition":
+			ways = append(ways, fmt.Sprintf("'%s', correct the workflow and register it again", r.step.Name))
+		}
+	}
+	switch {
+	case len(ways) == 0:
+		return ""
+	case !input:
+		return run
+	}
+	return "For " + strings.Join(ways, "; for ") + "; then, after a fix, call advance_run; or end the run with abandon_run."
+}
+
+// inFlight are steps in progress that this call does not hold: claimed by
+// another process, not an open question.
+func (t *txn) inFlight() []string {
+	var out []string
+	for _, s := range t.run.InProgressSteps {
+		if t.run.PendingGate != nil && s == t.run.PendingGate.StepName {
+			continue
+		}
+		held := false
+		for _, c := range t.dispatch {
+			if c.step == s {
+				held = true
+			}
+		}
+		if !held {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func quoteNames(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = "'" + x + "'"
+	}
+	return strings.Join(q, ", ")
 }
 
 // nextActions lists the calls that can be made next; advance_run is last.

@@ -288,6 +288,23 @@ func (t *txn) advanceReply(command string, req *realmv1.AdvanceRunRequest) (*rea
 		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_WAIT_FOR_HUMAN
 		r.StoppedStep = s.Name
 		r.ContextHint = fmt.Sprintf("Run '%s': nothing ran. %s", t.run.ID, t.afterHint(v))
+	case !t.hasChained && t.run.PendingGate != nil:
+		g := t.run.PendingGate
+		waits := ""
+		var deps []string
+		for _, child := range t.def.parents[g.StepName] {
+			if t.run.StateOf(child) == record.StatePending {
+				deps = append(deps, child)
+			}
+		}
+		switch len(deps) {
+		case 0:
+		case 1:
+			waits = fmt.Sprintf("; '%s' waits for its answer", deps[0])
+		default:
+			waits = fmt.Sprintf("; %s wait for its answer", quoteNames(deps))
+		}
+		r.ContextHint = fmt.Sprintf("Run '%s': nothing ran. Waiting on the question on step '%s' (choices: %s) — answer it with submit_human_response%s.", t.run.ID, g.StepName, joinComma(g.Choices), waits)
 	case !t.hasChained:
 		r.ContextHint = fmt.Sprintf("Run '%s': nothing ran. %s", t.run.ID, t.afterHint(v))
 	default:

@@ -1,0 +1,36 @@
+package server_test
+
+import (
+	"fmt"
+	"testing"
+
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+func TestAdvanceAtAnOpenQuestionNamesItAndWhatWaits(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.register(t, readFile(t, "testdata/support.yaml"))
+		run := start(t, e, "support", nil).GetRunId()
+		step(t, e, run, "draft", map[string]any{"reply": "Hi."})
+		r := advance(t, e, run)
+		want := fmt.Sprintf("Run '%s': nothing ran. Waiting on the question on step 'draft' (choices: send, discard) — answer it with submit_human_response; 'send' waits for its answer.", run)
+		if r.GetContextHint() != want || r.GetNextActions()[0].GetInstruction().GetTool() != "submit_human_response" ||
+			r.GetNextActions()[0].GetInstruction().GetParams().AsMap()["claim_token"] != nil {
+			t.Errorf("advance = %v", r)
+		}
+	})
+}
+
+func TestStepsRefusedForTheirInputGiveEachStepsWayOut(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		yaml := "id: strict\nname: Strict\nversion: 1\nsteps:\n  intake:\n    description: Take the order.\n    execution: auto\n    input_schema:\n      type: object\n      required: [order]\n      properties:\n        order: { type: string }\n"
+		e.register(t, []byte(yaml))
+		r := start(t, e, "strict", map[string]any{"other": 1})
+		want := fmt.Sprintf("Run '%s' created for workflow 'strict'. 'intake' cannot run (input_schema): must have required property 'order'. For 'intake', start a run with params that fit, or correct its input_schema and register the workflow again; then, after a fix, call advance_run; or end the run with abandon_run.", r.GetRunId())
+		if r.GetContextHint() != want || len(r.GetNextActions()) != 0 || r.GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK {
+			t.Errorf("start = %q", r.GetContextHint())
+		}
+	})
+}
