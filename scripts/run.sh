@@ -85,6 +85,10 @@ start example-runner --engine-addr "$ENGINE_ADDR"
 MCP_ADDR=127.0.0.1:8080
 start mcp-svc --addr "$MCP_ADDR" --engine-addr "$ENGINE_ADDR" --dev
 
+# The agent driver; without --redis-url its drive limit is this process's own.
+AGENT_ADDR=${REALM_AGENT_ADDR:-127.0.0.1:7071}
+start agent-svc --addr "$AGENT_ADDR" --engine-addr "$ENGINE_ADDR"
+
 shopt -s nullglob
 for wf in examples/*.yaml examples/*/workflow.yaml; do
 	bin/realm workflow register "$wf" || echo "(not registered: $wf)"
@@ -95,6 +99,7 @@ echo
 echo "Realm is running (store: $DATA_DIR). Front doors:"
 echo "  engine-svc (gRPC): $ENGINE_ADDR"
 echo "  mcp-svc (MCP, streamable HTTP): http://$MCP_ADDR/mcp (dev mode: no token)"
+echo "  agent-svc (gRPC): $AGENT_ADDR"
 echo "  example-runner: handlers for examples/orders.yaml (registered with engine-svc)"
 echo
 echo "Try: bin/realm workflow list    ·    bin/realm run start <workflow>"

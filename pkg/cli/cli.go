@@ -130,8 +130,9 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.addr, "addr", "", "engine-svc address (default $"+client.EngineAddrEnv+" or "+client.DefaultEngineAddr+")")
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", DefaultTimeout, "how long to wait for engine-svc to answer")
 	run := a.runCommand()
-	run.AddCommand(a.runRespondCommand(), a.runAdvanceCommand(), a.runAbandonCommand())
+	run.AddCommand(a.runRespondCommand(), a.runAdvanceCommand(), a.runAbandonCommand(), a.runInspectCommand())
 	root.AddCommand(a.workflowCommand(), run, a.serveCommand(), a.mcpCommand())
+	root.AddCommand(a.agentCommand())
 	return root
 }
 

@@ -73,7 +73,7 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 		}
 	}
 	if open && t.def != nil {
-		var runnable, refused, guards, waiting []any
+		var runnable, refused, guards []any
 		for _, s := range t.def.Def.Ordered() {
 			if s.Execution == workflow.KindFinalizer || r.StateOf(s.Name) != record.StatePending {
 				continue
@@ -82,7 +82,6 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 				continue
 			}
 			if r.PendingGate != nil {
-				waiting = append(waiting, s.Name)
 				continue
 			}
 			switch s.Execution {
@@ -110,8 +109,8 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 		if len(guards) > 0 {
 			x["pending_guards"] = guards
 		}
-		if len(waiting) > 0 {
-			x["waiting_on_answer"] = waiting
+		if w := t.waitingOnAnswer(); len(w) > 0 {
+			x["waiting_on_answer"] = w
 		}
 	}
 	if open && len(r.CapabilityBlocks) > 0 {
@@ -297,4 +296,23 @@ func (t *txn) nextStatus(v view, actions []*realmv1.NextAction) string {
 		return "advance_owed"
 	}
 	return "ok"
+}
+
+// waitingOnAnswer are the steps ready by what they depend on but held while
+// a question is open; they go on after the answer.
+func (t *txn) waitingOnAnswer() []string {
+	r := t.run
+	if r.PendingGate == nil || r.Terminal() || t.def == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range t.def.Def.Ordered() {
+		if s.Execution == workflow.KindFinalizer || r.StateOf(s.Name) != record.StatePending {
+			continue
+		}
+		if rd, _ := t.evaluate(s); rd == ready {
+			out = append(out, s.Name)
+		}
+	}
+	return out
 }

@@ -199,3 +199,11 @@ func (s *Server) ExportRun(ctx context.Context, req *realmv1.ExportRunRequest) (
 	resp, err := s.e.ExportRun(ctx, req)
 	return resp, grpcErr(err)
 }
+
+func (s *Server) InspectRun(ctx context.Context, req *realmv1.InspectRunRequest) (*realmv1.InspectRunResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	resp, err := s.e.InspectRun(ctx, req)
+	return resp, grpcErr(err)
+}

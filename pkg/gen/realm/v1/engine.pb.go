@@ -3074,8 +3074,10 @@ func (x *ListRunsResponse) GetThresholdSeconds() int64 {
 }
 
 type InspectRunRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// verbose adds tool-call arguments and results to the evidence.
+	Verbose       bool `protobuf:"varint,2,opt,name=verbose,proto3" json:"verbose,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3115,6 +3117,13 @@ func (x *InspectRunRequest) GetRunId() string {
 		return x.RunId
 	}
 	return ""
+}
+
+func (x *InspectRunRequest) GetVerbose() bool {
+	if x != nil {
+		return x.Verbose
+	}
+	return false
 }
 
 type InspectRunResponse struct {
@@ -3865,9 +3874,10 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x10ListRunsResponse\x12(\n" +
 	"\x04runs\x18\x01 \x03(\v2\x14.realm.v1.RunSummaryR\x04runs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12+\n" +
-	"\x11threshold_seconds\x18\x03 \x01(\x03R\x10thresholdSeconds\"*\n" +
+	"\x11threshold_seconds\x18\x03 \x01(\x03R\x10thresholdSeconds\"D\n" +
 	"\x11InspectRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"(\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
+	"\averbose\x18\x02 \x01(\bR\averbose\"(\n" +
 	"\x12InspectRunResponse\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\")\n" +
 	"\x10ExportRunRequest\x12\x15\n" +

@@ -1,0 +1,138 @@
+// Command agent-svc serves the agent driver over gRPC: DriveRun drives a
+// run to its end, asking Anthropic or OpenAI for each agent step.
+//
+//	agent-svc [--addr 127.0.0.1:7071] [--engine-addr 127.0.0.1:7070]
+//	          [--redis-url redis://…] [--max-drives 8]
+//
+// Keys come from ANTHROPIC_API_KEY and OPENAI_API_KEY, addresses from
+// ANTHROPIC_BASE_URL and OPENAI_BASE_URL. With --redis-url the drive limit
+// is global across every replica sharing that Redis; without it the limit
+// is this process's own, and the service says so at start.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/realm-go/realm/agent-svc/internal/limit"
+	"github.com/realm-go/realm/agent-svc/internal/provider"
+	"github.com/realm-go/realm/agent-svc/internal/server"
+	"github.com/realm-go/realm/pkg/client"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if err := run(log); err != nil {
+		log.Error("agent-svc stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := strings.TrimSpace(os.Getenv(key)); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(log *slog.Logger) error {
+	addr := flag.String("addr", envOr("REALM_AGENT_LISTEN", "127.0.0.1:7071"), "gRPC listen address")
+	engineAddr := flag.String("engine-addr", client.EngineAddr(), "engine-svc address")
+	redisURL := flag.String("redis-url", "", "Redis holding the global drive limit; empty limits this process only")
+	maxDrives := flag.Int("max-drives", 8, "drives at once (across every replica with --redis-url); more wait their turn")
+	gatePoll := flag.Duration("gate-poll", 3*time.Second, "how often a run waiting at a gate is re-read (at most 3s)")
+	grace := flag.Duration("shutdown-grace", 5*time.Second, "how long drives may finish on shutdown")
+	flag.Parse()
+	if *maxDrives < 1 {
+		return fmt.Errorf("--max-drives must be at least 1")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var lim limit.Limiter
+	if *redisURL != "" {
+		opt, err := redis.ParseURL(*redisURL)
+		if err != nil {
+			return fmt.Errorf("redis url: %w", err)
+		}
+		rc := redis.NewClient(opt)
+		defer rc.Close()
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = rc.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("redis unreachable: %w", err)
+		}
+		lim = limit.NewRedis(rc, *maxDrives, limit.RedisOptions{})
+		log.Info("drive limit is global (Redis)", "max_drives", *maxDrives)
+	} else {
+		lim = limit.NewLocal(*maxDrives)
+		log.Info("drive limit is this process's own: no --redis-url, so replicas do not share it", "max_drives", *maxDrives)
+	}
+
+	conn, err := grpc.NewClient(*engineAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("engine-svc address %s: %w", *engineAddr, err)
+	}
+	defer conn.Close()
+
+	svc := server.New(server.Config{
+		Engine: realmv1.NewEngineServiceClient(conn),
+		Services: provider.Services{
+			Anthropic: provider.Config{APIKey: strings.TrimSpace(os.Getenv("ANTHROPIC_API_KEY")), BaseURL: strings.TrimSpace(os.Getenv("ANTHROPIC_BASE_URL"))},
+			OpenAI:    provider.Config{APIKey: strings.TrimSpace(os.Getenv("OPENAI_API_KEY")), BaseURL: strings.TrimSpace(os.Getenv("OPENAI_BASE_URL"))},
+		},
+		Limiter:  lim,
+		GatePoll: *gatePoll,
+		Logger:   log,
+	})
+	gs := grpc.NewServer()
+	realmv1.RegisterAgentServiceServer(gs, svc)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	hs.SetServingStatus("realm.v1.AgentService", healthpb.HealthCheckResponse_SERVING)
+	reflection.Register(gs)
+
+	lis, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	log.Info("agent-svc listening", "addr", lis.Addr().String(), "engine", *engineAddr)
+	errc := make(chan error, 1)
+	go func() { errc <- gs.Serve(lis) }()
+	select {
+	case err := <-errc:
+		if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return err
+		}
+		return nil
+	case <-ctx.Done():
+	}
+	hs.Shutdown()
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(*grace):
+		gs.Stop()
+	}
+	return nil
+}

@@ -1,0 +1,514 @@
+// Package drive is the agent driver's loop (seed "How it works", path 2):
+// find the first eligible agent step, build its prompt, ask the model,
+// hand the answer to the engine; on a schema refusal ask again with the
+// errors; let the engine run the auto and guard steps; wait at gates; stop
+// at the end. It talks to the engine over gRPC only and reports what it
+// does as DriveEvents, each carrying the lines `realm agent` prints.
+package drive
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/realm-go/realm/agent-svc/internal/provider"
+	"github.com/realm-go/realm/pkg/client"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/reply"
+)
+
+// Defaults of the drive's waits.
+const (
+	DefaultSchemaRetries = 2
+	// DefaultGatePoll is how often the run is re-read while a gate is open.
+	DefaultGatePoll = 3 * time.Second
+	// MaxGatePoll bounds the gate poll interval.
+	MaxGatePoll = 3 * time.Second
+	// DefaultInFlightWait is how long an unchanged run with steps in
+	// flight elsewhere is waited for.
+	DefaultInFlightWait = 60 * time.Second
+)
+
+// Options are one drive's settings.
+type Options struct {
+	// Provider asks the model; its Name is recorded.
+	Provider provider.Provider
+	Model    string
+	// Flags are the drive flags, repeated in the re-attach command.
+	Flags Flags
+	// SchemaRetries is the repair budget (negative: the default 2).
+	SchemaRetries int
+	// PerAttempt limits one model attempt; 0 is the 600 s default.
+	PerAttempt      time.Duration
+	PromptCache     bool
+	MintWriterNonce bool
+	// GatePoll is the gate poll interval (0: 3 s; at most 3 s).
+	GatePoll time.Duration
+	// InFlightWait bounds the wait for steps in flight elsewhere (0: 60 s).
+	InFlightWait time.Duration
+	// Caller is recorded on the drive's claims and evidence (channel agent).
+	Caller *realmv1.Caller
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Warnings are printed (stderr) before the drive's header.
+	Warnings []string
+}
+
+// Emit sends one event to the caller; an error ends the drive.
+type Emit func(*realmv1.DriveEvent) error
+
+// errStopped ends the loop after the event that says why was sent.
+var errStopped = errors.New("drive stopped")
+
+type stepInfo struct {
+	execution, description, profile string
+}
+
+type driver struct {
+	eng    realmv1.EngineServiceClient
+	o      Options
+	emit   Emit
+	runID  string
+	steps  map[string]stepInfo
+	lastOK struct {
+		step   string
+		output map[string]any
+	}
+	gateShown string
+}
+
+// Run drives the run req names (a new run, or one attached by id) and
+// sends its events; the last is always FINISHED. The returned error is
+// only a failure to send an event (the caller went away).
+func Run(ctx context.Context, eng realmv1.EngineServiceClient, req *realmv1.DriveRunRequest, o Options, emit Emit) error {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.SchemaRetries < 0 {
+		o.SchemaRetries = DefaultSchemaRetries
+	}
+	if o.GatePoll <= 0 {
+		o.GatePoll = DefaultGatePoll
+	}
+	o.GatePoll = min(o.GatePoll, MaxGatePoll)
+	if o.InFlightWait <= 0 {
+		o.InFlightWait = DefaultInFlightWait
+	}
+	caller := &realmv1.Caller{Channel: realmv1.Channel_CHANNEL_AGENT}
+	if o.Caller != nil {
+		caller.By, caller.BySource = o.Caller.GetBy(), o.Caller.GetBySource()
+	}
+	o.Caller = caller
+	d := &driver{eng: eng, o: o, emit: emit}
+	err := d.open(ctx, req)
+	if err == nil {
+		err = d.loop(ctx)
+	}
+	if errors.Is(err, errSend) {
+		return err
+	}
+	var rf *refusal
+	if errors.As(err, &rf) {
+		return d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_FINISHED, RunId: d.runID,
+			Lines: stderr(rf.lines...), Outcome: realmv1.DriveOutcome_DRIVE_OUTCOME_REFUSED, ExitCode: 1})
+	}
+	if err != nil && !errors.Is(err, errStopped) {
+		// Something unexpected after the run exists: say it, then end.
+		msg := "✗ " + oneLine(client.Cause(err))
+		if ctx.Err() != nil {
+			msg = "✗ The drive was cancelled."
+		}
+		if e := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_BLOCKED, RunId: d.runID,
+			Lines: stderr(msg, d.reattachLine()), ReattachCommand: d.reattach(),
+			Failure: d.failure("", &provider.CallError{Class: provider.ClassOther, Message: oneLine(client.Cause(err))})}); e != nil {
+			return e
+		}
+	}
+	return d.finish(ctx, err != nil)
+}
+
+// refusal is a drive refused before any run was driven.
+type refusal struct{ lines []string }
+
+func (r *refusal) Error() string { return strings.Join(r.lines, "\n") }
+
+func refuse(format string, args ...any) error {
+	return &refusal{lines: []string{fmt.Sprintf(format, args...)}}
+}
+
+var errSend = errors.New("drive: the caller went away")
+
+func (d *driver) send(ev *realmv1.DriveEvent) error {
+	if ev.RunId == "" {
+		ev.RunId = d.runID
+	}
+	if err := d.emit(ev); err != nil {
+		return fmt.Errorf("%w: %v", errSend, err)
+	}
+	return nil
+}
+
+func lines(s realmv1.DriveStream, texts ...string) []*realmv1.DriveLine {
+	out := make([]*realmv1.DriveLine, 0, len(texts))
+	for _, t := range texts {
+		out = append(out, &realmv1.DriveLine{Text: t, Stream: s})
+	}
+	return out
+}
+
+func stdout(texts ...string) []*realmv1.DriveLine {
+	return lines(realmv1.DriveStream_DRIVE_STREAM_STDOUT, texts...)
+}
+
+func stderr(texts ...string) []*realmv1.DriveLine {
+	return lines(realmv1.DriveStream_DRIVE_STREAM_STDERR, texts...)
+}
+
+// open starts the run (registering a workflow file first) or attaches to
+// one, learns the workflow's steps, and sends STARTED.
+func (d *driver) open(ctx context.Context, req *realmv1.DriveRunRequest) error {
+	n := 0
+	for _, set := range []bool{req.GetWorkflowId() != "", req.GetWorkflowSource() != nil, req.GetRunId() != ""} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		return refuse("Error: one of --workflow or --run-id is required")
+	case n > 1 && req.GetRunId() != "":
+		return refuse("Error: --workflow and --run-id are mutually exclusive")
+	case n > 1:
+		return refuse("Error: give a workflow id or a workflow file, not both")
+	case req.GetRunId() != "" && len(req.GetParams().GetFields()) > 0:
+		return refuse("Error: --params cannot be used with --run-id; the run already has params from creation time")
+	}
+	var workflowID string
+	if id := req.GetRunId(); id != "" {
+		resp, err := d.eng.GetRunState(ctx, &realmv1.GetRunStateRequest{RunId: id})
+		if err != nil {
+			return refuse("Error: %s", oneLine(client.Cause(err)))
+		}
+		if r := resp.GetRefusal(); r != nil {
+			return refuse("Error: %s", replyMessage(r))
+		}
+		st := resp.GetState()
+		if st.GetTerminalState() {
+			why := st.GetTerminalReason()
+			if why == "" {
+				why = reply.PhaseWord(st.GetRunPhase())
+			}
+			return refuse("Error: Run %s is already in terminal state: %s.", id, why)
+		}
+		d.runID, workflowID = id, st.GetWorkflowId()
+	} else {
+		workflowID = req.GetWorkflowId()
+		if src := req.GetWorkflowSource(); src != nil {
+			resp, err := d.eng.RegisterWorkflow(ctx, &realmv1.RegisterWorkflowRequest{Source: src})
+			if err != nil {
+				return refuse("Error: %s", oneLine(client.Cause(err)))
+			}
+			if !resp.GetRegistered() {
+				return refuse("Error: Invalid workflow: %s", strings.Join(resp.GetReport().GetErrors(), "; "))
+			}
+			workflowID = resp.GetReport().GetWorkflowId()
+		}
+		resp, err := d.eng.StartRun(ctx, &realmv1.StartRunRequest{WorkflowId: workflowID, Params: req.GetParams(), Caller: d.o.Caller})
+		if err != nil {
+			return refuse("Error: %s", oneLine(client.Cause(err)))
+		}
+		r := resp.GetReply()
+		if r.GetStatus() == realmv1.ReplyStatus_REPLY_STATUS_ERROR || r.GetRunId() == "" {
+			return refuse("Error: %s", replyMessage(r))
+		}
+		d.runID = r.GetRunId()
+	}
+	name, version, err := d.learn(ctx, workflowID)
+	if err != nil {
+		return err
+	}
+	return d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_STARTED,
+		WorkflowId: workflowID, WorkflowName: name, WorkflowVersion: version,
+		Lines: append(stderr(d.o.Warnings...), stdout("", fmt.Sprintf("Realm Agent — %s v%s", name, strconv.FormatFloat(version, 'f', -1, 64)), "Run ID: "+d.runID, "")...)})
+}
+
+// learn reads the workflow's steps (kind, description, agent profile)
+// from its protocol, and its name and version from the registry.
+func (d *driver) learn(ctx context.Context, workflowID string) (string, float64, error) {
+	resp, err := d.eng.GetWorkflowProtocol(ctx, &realmv1.GetWorkflowProtocolRequest{WorkflowId: workflowID})
+	if err != nil {
+		return "", 0, refuse("Error: Workflow not found: %s — %s", workflowID, oneLine(client.Cause(err)))
+	}
+	p := resp.GetProtocol().AsMap()
+	d.steps = map[string]stepInfo{}
+	steps, _ := p["steps"].([]any)
+	for _, s := range steps {
+		m, _ := s.(map[string]any)
+		id, _ := m["id"].(string)
+		info := stepInfo{}
+		info.execution, _ = m["execution"].(string)
+		info.description, _ = m["description"].(string)
+		info.profile, _ = m["agent_profile_instructions"].(string)
+		d.steps[id] = info
+	}
+	name, _ := p["name"].(string)
+	var version float64
+	if list, err := d.eng.ListWorkflows(ctx, &realmv1.ListWorkflowsRequest{}); err == nil {
+		for _, w := range list.GetWorkflows() {
+			if w.GetId() == workflowID {
+				name, version = w.GetName(), w.GetVersion()
+			}
+		}
+	}
+	if name == "" {
+		name = workflowID
+	}
+	return name, version, nil
+}
+
+// replyMessage is a refusal's message: its errors, else its hint.
+func replyMessage(r *realmv1.Reply) string {
+	if len(r.GetErrors()) > 0 {
+		return oneLine(strings.Join(r.GetErrors(), "; "))
+	}
+	if h := r.GetContextHint(); h != "" {
+		return oneLine(h)
+	}
+	return "engine-svc sent an empty reply."
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// state reads the run.
+func (d *driver) state(ctx context.Context) (*realmv1.RunState, error) {
+	resp, err := d.eng.GetRunState(ctx, &realmv1.GetRunStateRequest{RunId: d.runID})
+	if err != nil {
+		return nil, err
+	}
+	if r := resp.GetRefusal(); r != nil {
+		return nil, errors.New(replyMessage(r))
+	}
+	return resp.GetState(), nil
+}
+
+// loop is the drive: until the run ends or nothing more can be done here.
+func (d *driver) loop(ctx context.Context) error {
+	for {
+		st, err := d.state(ctx)
+		if err != nil {
+			return err
+		}
+		if st.GetTerminalState() {
+			return nil
+		}
+		if g := st.GetPendingGate(); g != nil {
+			if err := d.atGate(ctx, st, g); err != nil {
+				return err
+			}
+			continue
+		}
+		if d.gateShown != "" {
+			if err := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_GATE_RESOLVED,
+				Gate: &realmv1.Gate{GateId: d.gateShown}, RunPhase: st.GetRunPhase()}); err != nil {
+				return err
+			}
+			d.gateShown = ""
+		}
+		if owes(st.GetNextActions()) {
+			if err := d.advance(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if na := d.firstAgentStep(st.GetNextActions()); na != nil {
+			if err := d.driveStep(ctx, st, na); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(st.GetInProgressSteps()) > 0 {
+			changed, err := d.waitInFlight(ctx, st)
+			if err != nil {
+				return err
+			}
+			if changed {
+				continue
+			}
+			var out []string
+			for _, s := range st.GetInProgressSteps() {
+				out = append(out, fmt.Sprintf("• Step '%s' has been in flight elsewhere; the record has not changed for %s.", s, d.o.InFlightWait))
+			}
+			return d.stop(nil, "", append(out, d.reattachLine())...)
+		}
+		return d.stop(nil, "", fmt.Sprintf("✗ The drive stops: nothing can run now (next_actions_status '%s'). Run %s stays open (phase '%s').",
+			st.GetNextActionsStatus(), d.runID, reply.PhaseWord(st.GetRunPhase())), d.reattachLine())
+	}
+}
+
+// stop sends BLOCKED with lines (stderr) and ends the loop.
+func (d *driver) stop(failure *realmv1.DriveFailure, step string, texts ...string) error {
+	if err := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_BLOCKED, Step: step,
+		Lines: stderr(texts...), Failure: failure, ReattachCommand: d.reattach()}); err != nil {
+		return err
+	}
+	return errStopped
+}
+
+// owes reports whether next_actions names advance_run: the engine owes
+// guards, auto steps, or an expired gate's on_expiry.
+func owes(actions []*realmv1.NextAction) bool {
+	for _, a := range actions {
+		if a.GetInstruction().GetTool() == "advance_run" {
+			return true
+		}
+	}
+	return false
+}
+
+// firstAgentStep is the first execute_step action for an agent step, in
+// the engine's order.
+func (d *driver) firstAgentStep(actions []*realmv1.NextAction) *realmv1.NextAction {
+	for _, a := range actions {
+		in := a.GetInstruction()
+		if in.GetTool() != "execute_step" {
+			continue
+		}
+		step := in.GetParams().GetFields()["command"].GetStringValue()
+		if info, ok := d.steps[step]; ok && info.execution == "agent" {
+			return a
+		}
+	}
+	return nil
+}
+
+// advance asks the engine to run what it owes and reports what ran.
+func (d *driver) advance(ctx context.Context) error {
+	resp, err := d.eng.AdvanceRun(ctx, &realmv1.AdvanceRunRequest{RunId: d.runID, Caller: d.o.Caller})
+	if err != nil {
+		return err
+	}
+	r := resp.GetReply()
+	if err := d.chained(r); err != nil {
+		return err
+	}
+	switch r.GetStatus() {
+	case realmv1.ReplyStatus_REPLY_STATUS_OK, realmv1.ReplyStatus_REPLY_STATUS_CONFIRM_REQUIRED:
+		return nil
+	}
+	if terminal(r.GetRunPhase()) {
+		return nil
+	}
+	return d.stop(nil, r.GetCommand(), "✗ "+replyMessage(r), d.reattachLine())
+}
+
+// chained reports the auto and guard steps a reply ran.
+func (d *driver) chained(r *realmv1.Reply) error {
+	if len(r.GetChainedAutoSteps()) == 0 {
+		return nil
+	}
+	var out []string
+	for _, c := range r.GetChainedAutoSteps() {
+		out = append(out, "→ [auto] "+c.GetStep(), "  ✓ → "+reply.PhaseWord(c.GetRunPhase()))
+		for _, w := range c.GetWarnings() {
+			out = append(out, "  ⚠ "+w)
+		}
+	}
+	return d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_AUTO_STEPS_CHAINED,
+		Chained: r.GetChainedAutoSteps(), RunPhase: r.GetRunPhase(), Lines: stdout(out...)})
+}
+
+func terminal(p realmv1.RunPhase) bool {
+	switch p {
+	case realmv1.RunPhase_RUN_PHASE_COMPLETED, realmv1.RunPhase_RUN_PHASE_FAILED,
+		realmv1.RunPhase_RUN_PHASE_ABORTED, realmv1.RunPhase_RUN_PHASE_ABANDONED:
+		return true
+	}
+	return false
+}
+
+// waitInFlight re-reads the run every second until its version changes,
+// for up to InFlightWait.
+func (d *driver) waitInFlight(ctx context.Context, st *realmv1.RunState) (bool, error) {
+	deadline := d.o.Now().Add(d.o.InFlightWait)
+	for d.o.Now().Before(deadline) {
+		if err := sleep(ctx, min(time.Second, d.o.InFlightWait)); err != nil {
+			return false, err
+		}
+		now, err := d.state(ctx)
+		if err != nil {
+			return false, err
+		}
+		if now.GetRunVersion() != st.GetRunVersion() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// finish reads the run's phase and sends the last event.
+func (d *driver) finish(ctx context.Context, stopped bool) error {
+	phase := realmv1.RunPhase_RUN_PHASE_UNSPECIFIED
+	if st, err := d.state(ctx); err == nil {
+		phase = st.GetRunPhase()
+	}
+	ev := &realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_FINISHED, RunPhase: phase, ExitCode: 1}
+	switch {
+	case phase == realmv1.RunPhase_RUN_PHASE_COMPLETED:
+		ev.Outcome, ev.ExitCode = realmv1.DriveOutcome_DRIVE_OUTCOME_COMPLETED, 0
+		ev.Lines = stdout("", "Run complete: "+d.runID)
+		if d.lastOK.step != "" {
+			b, _ := json.MarshalIndent(d.lastOK.output, "", "  ")
+			ev.Lines = append(ev.Lines, stdout("", "Result ("+d.lastOK.step+"):", string(b))...)
+		}
+	case terminal(phase):
+		ev.Outcome = realmv1.DriveOutcome_DRIVE_OUTCOME_ENDED
+		ev.Lines = stderr("", "Run ended in phase: "+reply.PhaseWord(phase))
+	default:
+		ev.Outcome = realmv1.DriveOutcome_DRIVE_OUTCOME_STOPPED
+		word := reply.PhaseWord(phase)
+		if word == "" {
+			word = "unknown"
+		}
+		ev.Lines = stderr("", "Run ended in phase: "+word)
+		ev.ReattachCommand = d.reattach()
+	}
+	_ = stopped
+	return d.send(ev)
+}
+
+// schemaJSON is the effective schema as JSON, or nil when the step has
+// none (absent, or the boolean schema true).
+func schemaJSON(v *structpb.Value) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	if _, ok := v.GetKind().(*structpb.Value_StructValue); !ok {
+		return nil
+	}
+	b, err := protojson.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func newNonce() string { return uuid.NewString() }

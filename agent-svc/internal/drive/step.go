@@ -1,0 +1,213 @@
+package drive
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/realm-go/realm/agent-svc/internal/provider"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/reply"
+)
+
+// Codes of a schema refusal the repair loop answers.
+const (
+	codeInputSchema  = "VALIDATION_INPUT_SCHEMA"
+	codeOutputSchema = "VALIDATION_OUTPUT_SCHEMA"
+	codeClaimed      = "STATE_STEP_ALREADY_CLAIMED"
+)
+
+// driveStep asks the model for one agent step and hands its answer to the
+// engine, repairing after schema refusals within the budget (§9).
+func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv1.NextAction) error {
+	step := na.GetInstruction().GetParams().GetFields()["command"].GetStringValue()
+	info := d.steps[step]
+	prompt := na.GetPrompt()
+	if prompt == "" {
+		prompt = info.description
+	}
+	schema := schemaJSON(na.GetInputSchema())
+	if err := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_STEP_STARTED, Step: step,
+		RunPhase: st.GetRunPhase(), Lines: stdout("", "→ [agent] "+step, "  "+cut(info.description, 80))}); err != nil {
+		return err
+	}
+	version := st.GetRunVersion()
+	user := prompt
+	repairs := 0
+	var billed []provider.Usage
+	for {
+		res, err := d.o.Provider.Call(ctx, provider.Request{
+			Model: d.o.Model, Profile: info.profile, Prompt: user, Schema: schema,
+			PerAttempt: d.o.PerAttempt, PerAttemptDeclared: d.o.PerAttempt > 0,
+			PromptCache: d.o.PromptCache, RequestIndex: len(billed),
+		})
+		if err != nil {
+			ce := asCallError(err)
+			ce.Usage = append(append([]provider.Usage{}, billed...), ce.Usage...)
+			return d.stop(d.failure(step, ce), step, fmt.Sprintf("✗ Step '%s' LLM call failed: %s", step, ce.Message), d.reattachLine())
+		}
+		billed = append(billed, res.Usage...)
+		for _, u := range res.Usage {
+			if err := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_MODEL_CALL, Step: step,
+				ModelCall: &realmv1.ModelCall{Provider: d.o.Provider.Name(), Model: d.o.Model, Usage: usageProto(u),
+					AttemptsSdk: int32(res.Attempts), ElapsedMs: res.Elapsed.Milliseconds(), StrictSent: res.StrictSent}}); err != nil {
+				return err
+			}
+		}
+		params, err := structpb.NewStruct(res.Output)
+		if err != nil {
+			return d.stop(d.failure(step, &provider.CallError{Class: provider.ClassOther, Message: err.Error(), Usage: billed}), step,
+				fmt.Sprintf("✗ Step '%s' failed: the model's answer cannot be sent: %s", step, err), d.reattachLine())
+		}
+		req := &realmv1.ExecuteStepRequest{RunId: d.runID, Command: step, Params: params, Caller: d.o.Caller}
+		if d.o.MintWriterNonce {
+			req.WriterNonce = newNonce()
+		}
+		resp, err := d.eng.ExecuteStep(ctx, req)
+		if err != nil {
+			return err
+		}
+		r := resp.GetReply()
+		switch {
+		case r.GetStatus() == realmv1.ReplyStatus_REPLY_STATUS_OK || r.GetStatus() == realmv1.ReplyStatus_REPLY_STATUS_CONFIRM_REQUIRED:
+			d.lastOK.step, d.lastOK.output = step, res.Output
+			phase := r.GetRunPhase()
+			if len(r.GetChainedAutoSteps()) > 0 {
+				phase = realmv1.RunPhase_RUN_PHASE_RUNNING
+			}
+			if err := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_OUTPUT_ACCEPTED, Step: step,
+				RunPhase: r.GetRunPhase(), Lines: stdout("  ✓ → " + reply.PhaseWord(phase))}); err != nil {
+				return err
+			}
+			return d.chained(r)
+		case r.GetErrorCode() == codeInputSchema || r.GetErrorCode() == codeOutputSchema:
+			if repairs < d.o.SchemaRetries && r.GetRunVersion() == version {
+				repairs++
+				errs := repairLines(r.GetErrorDetails())
+				if err := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_REPAIR, Step: step,
+					RepairAttempt: int32(repairs), RepairMax: int32(d.o.SchemaRetries), Errors: errs,
+					Lines: stderr(fmt.Sprintf("  ⚠ output rejected (%s); repairing (attempt %d/%d)", r.GetErrorCode(), repairs, d.o.SchemaRetries))}); err != nil {
+					return err
+				}
+				user = prompt + repairSuffix(r.GetErrorCode(), errs)
+				now, err := d.state(ctx)
+				if err != nil {
+					return err
+				}
+				version = now.GetRunVersion()
+				continue
+			}
+			msg := strings.Join(r.GetErrors(), ", ")
+			if repairs > 0 {
+				msg += fmt.Sprintf(" after %d schema-repair attempts", repairs)
+			}
+			ce := &provider.CallError{Class: provider.ClassValidationRejected, Message: msg, Usage: billed, Attempts: 0}
+			return d.stop(d.failure(step, ce), step, fmt.Sprintf("✗ Step '%s' failed: %s", step, msg), d.reattachLine())
+		case r.GetErrorCode() == codeClaimed:
+			return d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_BLOCKED, Step: step,
+				Lines: stdout(fmt.Sprintf("• Step '%s' was taken by another program; not run here.", step))})
+		case terminal(r.GetRunPhase()):
+			// The answer ended the run (a guard, an exhausted step): the
+			// loop reports the ending.
+			return d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_BLOCKED, Step: step,
+				RunPhase: r.GetRunPhase(), Lines: stderr(fmt.Sprintf("✗ Step '%s' failed: %s", step, replyMessage(r)))})
+		default:
+			return d.stop(nil, step, fmt.Sprintf("✗ Step '%s' failed: %s", step, replyMessage(r)), d.reattachLine())
+		}
+	}
+}
+
+func asCallError(err error) *provider.CallError {
+	if ce, ok := err.(*provider.CallError); ok {
+		return ce
+	}
+	return &provider.CallError{Class: provider.ClassOther, Message: oneLine(err.Error())}
+}
+
+// repairLines are the refusal's errors as the model is shown them: path,
+// message and keyword, never the submitted values; at most 10, each field
+// cut to 200 characters.
+func repairLines(details *structpb.Struct) []string {
+	list := details.GetFields()["errors"].GetListValue().GetValues()
+	var out []string
+	for _, v := range list {
+		if len(out) == 10 {
+			break
+		}
+		e := v.GetStructValue().GetFields()
+		path := e["instancePath"].GetStringValue()
+		if path == "" {
+			path = "(root)"
+		}
+		line := fmt.Sprintf("- %s: %s [%s]", cut(path, 200), cut(e["message"].GetStringValue(), 200), cut(e["keyword"].GetStringValue(), 200))
+		p := e["params"].GetStructValue().GetFields()
+		if a := p["additionalProperty"].GetStringValue(); a != "" {
+			line += fmt.Sprintf(" (additional property: '%s')", cut(a, 200))
+		}
+		if m := p["missingProperty"].GetStringValue(); m != "" {
+			line += fmt.Sprintf(" (missing property: '%s')", cut(m, 200))
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// repairSuffix follows the pristine prompt on a repair attempt.
+func repairSuffix(code string, errs []string) string {
+	which := "input"
+	if code == codeOutputSchema {
+		which = "output"
+	}
+	return "\n\nYour previous output was rejected by the " + which + " schema validator:\n" +
+		strings.Join(errs, "\n") + "\nEmit corrected JSON only, matching the schema exactly."
+}
+
+// cut shortens s to n runes, marking the cut.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+func usageProto(u provider.Usage) *realmv1.ModelUsage {
+	return &realmv1.ModelUsage{
+		RequestIndex: int32(u.RequestIndex), RequestStart: u.RequestStart.UTC().Format("2006-01-02T15:04:05.000Z"),
+		PromptTokens: u.PromptTokens, UncachedInputTokens: u.UncachedInputTokens,
+		CacheReadInputTokens: u.CacheReadInputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
+		OutputTokens: u.OutputTokens,
+	}
+}
+
+// failure is the drive_failures entry for a failed step (§12.2); the
+// message is cut to 500 characters.
+func (d *driver) failure(step string, ce *provider.CallError) *realmv1.DriveFailure {
+	f := &realmv1.DriveFailure{
+		At: d.o.Now().UTC().Format("2006-01-02T15:04:05.000Z"), Step: step, ErrorClass: ce.Class,
+		Message: cut(ce.Message, 500), ElapsedMs: ce.Elapsed.Milliseconds(), AttemptsSdk: int32(ce.Attempts),
+	}
+	if d.o.Provider != nil {
+		f.Provider = d.o.Provider.Name()
+	}
+	if ce.DeclaredMS > 0 {
+		f.DeclaredPerAttemptMs = &ce.DeclaredMS
+	}
+	if ce.CeilingMS > 0 {
+		f.DerivedCeilingMs = &ce.CeilingMS
+	}
+	if ce.Status > 0 {
+		s := int32(ce.Status)
+		f.LastObservedStatus = &s
+	}
+	if ce.HasRetry {
+		ms := ce.RetryAfter.Milliseconds()
+		f.RetryAfterObservedMs = &ms
+	}
+	for _, u := range ce.Usage {
+		f.Usage = append(f.Usage, usageProto(u))
+	}
+	return f
+}

@@ -1,0 +1,109 @@
+// Package server is agent-svc's gRPC face: DriveRun checks the drive's
+// flags, picks the model provider, waits for a slot under the global drive
+// limit, and streams the drive's events.
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/realm-go/realm/agent-svc/internal/drive"
+	"github.com/realm-go/realm/agent-svc/internal/limit"
+	"github.com/realm-go/realm/agent-svc/internal/provider"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+// Config is what the service needs.
+type Config struct {
+	Engine   realmv1.EngineServiceClient
+	Services provider.Services
+	Limiter  limit.Limiter
+	// GatePoll and InFlightWait tune the drive's waits (0: defaults).
+	GatePoll     time.Duration
+	InFlightWait time.Duration
+	Logger       *slog.Logger
+	// Track, when set, is told +1 when a drive takes its slot and -1 when
+	// it gives it back.
+	Track func(delta int)
+}
+
+// Server implements realmv1.AgentServiceServer.
+type Server struct {
+	realmv1.UnimplementedAgentServiceServer
+	c Config
+}
+
+// New returns the service. A nil Limiter is a local limit of 8.
+func New(c Config) *Server {
+	if c.Limiter == nil {
+		c.Limiter = limit.NewLocal(8)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{c: c}
+}
+
+// DriveRun implements realmv1.AgentServiceServer.
+func (s *Server) DriveRun(req *realmv1.DriveRunRequest, stream realmv1.AgentService_DriveRunServer) error {
+	ctx := stream.Context()
+	send := func(ev *realmv1.DriveEvent) error {
+		return stream.Send(&realmv1.DriveRunResponse{Event: ev})
+	}
+	o := req.GetOptions()
+	retries := drive.DefaultSchemaRetries
+	if o.SchemaRetries != nil {
+		retries = int(o.GetSchemaRetries())
+	}
+	if retries < 0 {
+		return refuse(send, "error: option '--schema-retries <n>' argument '%d' is invalid. --schema-retries must be a non-negative integer.", retries)
+	}
+	if o.GetLlmTimeoutSeconds() < 0 {
+		return refuse(send, "error: option '--llm-timeout <seconds>' argument '%d' is invalid. --llm-timeout must be a positive integer number of seconds.", o.GetLlmTimeoutSeconds())
+	}
+	p, warnings, err := provider.Choose(s.c.Services, provider.Choice{
+		Provider: o.GetProvider(), Model: o.GetModel(), BaseURL: o.GetBaseUrl(), StrictBaseURL: o.GetStrictBaseUrl(),
+	})
+	if err != nil {
+		return refuse(send, "%s", err.Error())
+	}
+	release, err := s.c.Limiter.Acquire(ctx, func(ahead int) {
+		_ = send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_QUEUED, QueuePosition: int32(ahead),
+			Lines: stderrLine("… waiting for a drive slot (the drive limit is reached)")})
+	})
+	if err != nil {
+		return err
+	}
+	defer release()
+	if s.c.Track != nil {
+		s.c.Track(1)
+		defer s.c.Track(-1)
+	}
+	per := time.Duration(o.GetLlmTimeoutSeconds()) * time.Second
+	return drive.Run(ctx, s.c.Engine, req, drive.Options{
+		Provider: p, Model: o.GetModel(), SchemaRetries: retries, PerAttempt: per,
+		PromptCache: o.GetPromptCache(), MintWriterNonce: o.GetMintWriterNonce(),
+		GatePoll: s.c.GatePoll, InFlightWait: s.c.InFlightWait, Caller: req.GetCaller(), Warnings: warnings,
+		Flags: drive.Flags{Provider: o.GetProvider(), Model: o.GetModel(), BaseURL: o.GetBaseUrl(), StrictBaseURL: o.GetStrictBaseUrl(),
+			SchemaRetries: retries, LLMTimeoutSeconds: int(o.GetLlmTimeoutSeconds()), PromptCache: o.GetPromptCache(), MintWriterNonce: o.GetMintWriterNonce()},
+	}, func(ev *realmv1.DriveEvent) error {
+		if f := ev.GetFailure(); f != nil {
+			// Until the engine can record drive failures on the run, the
+			// service's log keeps them.
+			s.c.Logger.Warn("drive failure", "run_id", ev.GetRunId(), "step", f.GetStep(), "provider", f.GetProvider(),
+				"error_class", f.GetErrorClass(), "message", f.GetMessage(), "status", f.GetLastObservedStatus())
+		}
+		return send(ev)
+	})
+}
+
+func stderrLine(text string) []*realmv1.DriveLine {
+	return []*realmv1.DriveLine{{Text: text, Stream: realmv1.DriveStream_DRIVE_STREAM_STDERR}}
+}
+
+// refuse ends a drive that never started: one FINISHED event.
+func refuse(send func(*realmv1.DriveEvent) error, format string, args ...any) error {
+	return send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_FINISHED,
+		Outcome: realmv1.DriveOutcome_DRIVE_OUTCOME_REFUSED, ExitCode: 1, Lines: stderrLine(fmt.Sprintf(format, args...))})
+}
