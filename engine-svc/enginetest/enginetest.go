@@ -4,6 +4,7 @@
 package enginetest
 
 import (
+	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/realm-go/realm/engine-svc/internal/engine"
+	"github.com/realm-go/realm/engine-svc/internal/registry"
 	"github.com/realm-go/realm/engine-svc/internal/server"
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
@@ -56,7 +58,11 @@ func StartWith(t testing.TB, backend string, o Options) (addr string) {
 	}
 	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16})
 	gs := grpc.NewServer()
-	realmv1.RegisterEngineServiceServer(gs, server.New(engine.New(engine.Options{Store: st, Clock: o.Clock})))
+	reg := registry.New(rc, prefix, o.Clock, 10*time.Millisecond)
+	eng := engine.New(engine.Options{Store: st, Clock: o.Clock, Registry: reg, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(eng.Close)
+	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
+	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
 
 	"github.com/realm-go/realm/engine-svc/enginetest"
 	"github.com/realm-go/realm/pkg/client"
@@ -39,6 +40,9 @@ type stack struct {
 	t     testing.TB
 	s     *mcp.ClientSession
 	clock *clock
+	eng   realmv1.EngineServiceClient
+	addr  string
+	conn  *grpc.ClientConn
 }
 
 // door is how the client reaches the server.
@@ -64,6 +68,7 @@ func newStackVia(t testing.TB, backend string, d door, workflows ...string) *sta
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	_ = conn
 	for _, wf := range workflows {
 		yaml, err := os.ReadFile(filepath.Join("testdata", wf+".yaml"))
 		if err != nil {
@@ -111,7 +116,7 @@ func newStackVia(t testing.TB, backend string, d door, workflows ...string) *sta
 		t.Fatalf("connect: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return &stack{t: t, s: s, clock: clk}
+	return &stack{t: t, s: s, clock: clk, eng: eng, addr: addr, conn: conn}
 }
 
 // call calls a tool over MCP and decodes its one text item as a JSON
