@@ -84,10 +84,11 @@ func TestEveryExampleFinishesFollowingOnlyNextActions(t *testing.T) {
 		t.Fatalf("found %d examples", len(paths))
 	}
 	params := map[string]map[string]any{
-		"triage":       {"subject": "Double charge", "body": "I was charged twice."},
-		"refund":       {"request": "Please refund the 20 EUR I paid twice."},
-		"orders":       {"order": "A-17", "quantity": 4},
-		"lease-quotes": {"text": "The rent is paid quarterly in advance."},
+		"triage":        {"subject": "Double charge", "body": "I was charged twice."},
+		"refund":        {"request": "Please refund the 20 EUR I paid twice."},
+		"orders":        {"order": "A-17", "quantity": 4},
+		"lease-quotes":  {"text": "The rent is paid quarterly in advance."},
+		"support-reply": {"ticket": "I was charged twice."},
 	}
 	eachBackend(t, func(t *testing.T, backend string) {
 		st := newStack(t, backend)
@@ -101,6 +102,14 @@ func TestEveryExampleFinishesFollowingOnlyNextActions(t *testing.T) {
 			st.register(yaml)
 			end := st.follow(st.start(id, params[id]))
 			phase, _ := end["run_phase"].(string)
+			if id == "support-reply" {
+				// The gate was answered by following its next action, and
+				// its first choice sends the reply.
+				s := st.call("get_run_state", map[string]any{"run_id": runID(end)})
+				if fmt.Sprint(s["completed_steps"]) != "[classify draft send]" {
+					t.Errorf("support-reply steps: %s", pretty(s))
+				}
+			}
 			if phase != "completed" && phase != "aborted" {
 				t.Errorf("%s ended in %q: %s", id, phase, pretty(end))
 			}
