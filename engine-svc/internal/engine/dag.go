@@ -172,12 +172,12 @@ func (t *txn) advance(o advanceOpts) {
 					changed = true
 				}
 			case workflow.KindAuto:
-				if o.chain && s.Handler != "" && !t.capable(s.Handler) {
+				if o.chain && (s.Handler != "" && !t.capable(s.Handler) || s.UsesService != "" && !t.capableAdapter(t.adapterOf(s))) {
 					t.markCapabilityBlock(s)
 				}
 				if o.chain && t.runnableHere(s) == "" {
 					switch {
-					case s.Handler != "":
+					case s.Handler != "" || s.UsesService != "":
 						// Handler steps run after this write, on a runner;
 						// a gate on one opens once its work is done.
 						t.claimForDispatch(s)
@@ -237,11 +237,8 @@ func (t *txn) runnableHere(s *workflow.Step) string {
 	if s.Handler != "" && !t.capable(s.Handler) {
 		return fmt.Sprintf("'%s' cannot run here (capability): handler '%s' is not registered here — load the missing extension, or run the step on a runner that has it.", s.Name, s.Handler)
 	}
-	if s.UsesService != "" {
-		adapter := s.UsesService
-		if svc := t.def.Def.Services[s.UsesService]; svc != nil {
-			adapter = svc.Adapter
-		}
+	if s.UsesService != "" && !t.capableAdapter(t.adapterOf(s)) {
+		adapter := t.adapterOf(s)
 		return fmt.Sprintf("'%s' cannot run here (capability): adapter '%s' is not registered here — load the missing extension, or run the step on a runner that has it.", s.Name, adapter)
 	}
 	if why := t.refusedBeforeClaim(s); why != "" {

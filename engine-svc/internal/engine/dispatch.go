@@ -29,6 +29,23 @@ const defaultTimeout = 3600 * time.Second
 // builtins are the handlers every engine has.
 var builtins = map[string]bool{quote.HandlerName: true}
 
+// adapterOf is the adapter a uses_service step calls.
+func (t *txn) adapterOf(s *workflow.Step) string {
+	if svc := t.def.Def.Services[s.UsesService]; svc != nil {
+		return svc.Adapter
+	}
+	return s.UsesService
+}
+
+// capableAdapter reports whether a live runner serves an adapter.
+func (t *txn) capableAdapter(adapter string) bool {
+	if t.e.reg == nil {
+		return false
+	}
+	ok, err := t.e.reg.Has(t.ctx, adapter, true)
+	return err == nil && ok
+}
+
 // capable reports whether a handler can run here: a built-in, or a live
 // runner serves it.
 func (t *txn) capable(handler string) bool {
@@ -52,7 +69,14 @@ func (t *txn) claimForDispatch(s *workflow.Step) {
 	}
 	t.run.MarkInProgress(s.Name, c)
 	delete(t.run.CapabilityBlocks, s.Name) // it runs now: the marker is history
-	t.dispatch = append(t.dispatch, claimed{step: s.Name, token: c.Token, input: t.handlerInput(s), resources: t.resources()})
+	cl := claimed{step: s.Name, token: c.Token, input: t.handlerInput(s), resources: t.resources()}
+	if s.UsesService != "" {
+		cl.adapter = t.adapterOf(s)
+		if svc := t.def.Def.Services[s.UsesService]; svc != nil {
+			cl.trust = svc.Trust
+		}
+	}
+	t.dispatch = append(t.dispatch, cl)
 	t.touch()
 }
 
@@ -73,6 +97,8 @@ func claimWindow(s *workflow.Step) time.Duration {
 
 // claimed is a step this call claimed and will run.
 type claimed struct {
+	adapter   string // uses_service: the adapter and its service's trust label
+	trust     string
 	step      string
 	token     string
 	input     map[string]any
@@ -183,6 +209,9 @@ func (e *Engine) tryOnce(ctx context.Context, runID string, run *record.Run, s *
 	defer func() { a.finished = time.Now() }()
 	cctx, cancel := context.WithTimeout(ctx, per)
 	defer cancel()
+	if s.UsesService != "" {
+		return e.callAdapter(cctx, a, runID, s, c, per)
+	}
 	if builtins[s.Handler] {
 		out, warn, err := quote.CheckQuotes(s.Config, c.resources)
 		if err != nil {
@@ -496,12 +525,81 @@ func (t *txn) markCapabilityBlock(s *workflow.Step) {
 	if t.run.CapabilityBlocks == nil {
 		t.run.CapabilityBlocks = map[string]map[string]any{}
 	}
+	kind, name, code := "handler", s.Handler, errcode.EngineHandlerNotRegistered
+	if s.UsesService != "" {
+		kind, name, code = "adapter", t.adapterOf(s), errcode.EngineAdapterNotRegistered
+	}
 	t.run.CapabilityBlocks[s.Name] = map[string]any{
-		"requirement": map[string]any{"kind": "handler", "name": s.Handler},
-		"code":        string(errcode.EngineHandlerNotRegistered),
+		"requirement": map[string]any{"kind": kind, "name": name},
+		"code":        string(code),
 		"at":          record.FormatTime(t.now),
 	}
 	t.blocked = append(t.blocked, s)
-	t.warnings = append(t.warnings, fmt.Sprintf("Step '%s' is blocked: its handler '%s' is not registered in this runner.", s.Name, s.Handler))
+	t.warnings = append(t.warnings, fmt.Sprintf("Step '%s' is blocked: its %s '%s' is not registered in this runner.", s.Name, kind, name))
 	t.touch()
+}
+
+// callAdapter runs a uses_service step on a live runner that serves its
+// adapter (spec §13.1): method service_method (default fetch), operation
+// the step's operation (else its name), params what the input_map built,
+// config {adapter, trust} with the step's config merged on top.
+func (e *Engine) callAdapter(ctx context.Context, a attempt, runID string, s *workflow.Step, c claimed, per time.Duration) attempt {
+	adapter, trust := c.adapter, c.trust
+	r, err := e.reg.Pick(ctx, adapter, true)
+	if err != nil || r == nil {
+		a.err, a.code, a.stale = fmt.Sprintf("Adapter '%s' is not registered on any live runner.", adapter), errcode.EngineAdapterNotRegistered, true
+		return a
+	}
+	conn, err := e.conns.get(r.Endpoint)
+	if err != nil {
+		a.err, a.code, a.retry = fmt.Sprintf("Runner '%s' at %s could not be reached: %v", r.Name, r.Endpoint, err), errcode.EngineAdapterFailed, true
+		return a
+	}
+	config := map[string]any{"adapter": adapter}
+	if trust != "" {
+		config["trust"] = trust
+	}
+	for k, v := range s.Config {
+		config[k] = v
+	}
+	method := s.ServiceMethod
+	if method == "" {
+		method = "fetch"
+	}
+	op := s.Operation
+	if op == "" {
+		op = s.Name
+	}
+	resp, err := realmv1.NewRunnerServiceClient(conn).CallAdapter(ctx, &realmv1.CallAdapterRequest{
+		Adapter: adapter, Method: method, Operation: op, Params: toStruct(c.input), Config: toStruct(config), RunId: runID, Step: s.Name,
+	})
+	if ce, ok := errcode.FromStatus(err); ok && ce.Code == errcode.EngineAdapterNotRegistered {
+		a.err, a.code, a.stale = ce.Message, ce.Code, true
+		return a
+	}
+	switch {
+	case err == nil:
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
+		a.err, a.code, a.timeout, a.retry = fmt.Sprintf("Step '%s' timed out after %dms", s.Name, per.Milliseconds()), errcode.StepTimeout, true, true
+		return a
+	default:
+		a.err, a.code, a.retry = fmt.Sprintf("Runner '%s' at %s failed the call: %v", r.Name, r.Endpoint, status.Convert(err).Message()), errcode.EngineAdapterFailed, true
+		return a
+	}
+	if he := resp.GetError(); he != nil {
+		if he.GetCode() == "" {
+			a.err, a.code = fmt.Sprintf("Adapter '%s' threw: %s", adapter, he.GetMessage()), errcode.EngineAdapterFailed
+			return a
+		}
+		a.err, a.code, a.retry = he.GetMessage(), errcode.Code(he.GetCode()), he.GetRetryable()
+		a.details = he.GetDetails().AsMap()
+		return a
+	}
+	data := resp.GetData().AsInterface()
+	if _, ok := data.(map[string]any); !ok {
+		// A response whose data is not an object is recorded whole.
+		data = map[string]any{"data": data}
+	}
+	a.resp = &realmv1.ExecuteHandlerResponse{Data: toValue(data)}
+	return a
 }

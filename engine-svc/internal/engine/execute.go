@@ -111,7 +111,7 @@ func (t *txn) execute(command string, answer map[string]any, caller *realmv1.Cal
 			t.compose = func() *realmv1.Reply { return t.cannotRunReply(command, why) }
 			return nil
 		}
-		if s.Handler != "" {
+		if s.Handler != "" || s.UsesService != "" {
 			t.claimForDispatch(s)
 		} else {
 			t.runPassThrough(s)

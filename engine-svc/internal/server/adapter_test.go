@@ -1,0 +1,108 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+type adapterRunner struct {
+	realmv1.UnimplementedRunnerServiceServer
+	mu   sync.Mutex
+	last *realmv1.CallAdapterRequest
+	call func(*realmv1.CallAdapterRequest) *realmv1.CallAdapterResponse
+}
+
+func (a *adapterRunner) CallAdapter(_ context.Context, req *realmv1.CallAdapterRequest) (*realmv1.CallAdapterResponse, error) {
+	a.mu.Lock()
+	a.last = req
+	a.mu.Unlock()
+	return a.call(req), nil
+}
+
+func startAdapterRunner(t *testing.T, e *env, adapter string, call func(*realmv1.CallAdapterRequest) *realmv1.CallAdapterResponse) *adapterRunner {
+	t.Helper()
+	a := &adapterRunner{call: call}
+	gs := grpc.NewServer()
+	realmv1.RegisterRunnerServiceServer(gs, a)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	if _, err := e.registry.Register(ctx(t), &realmv1.RegisterRequest{Endpoint: lis.Addr().String(), RunnerName: "adapters",
+		Adapters: []string{adapter}, Lease: durationpb.New(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+const crm = `id: crm
+name: CRM
+version: 1
+services:
+  crm: { adapter: http, trust: engine_managed }
+steps:
+  add_contact:
+    description: Add the contact.
+    execution: auto
+    uses_service: crm
+    service_method: create
+    operation: contacts
+    input_map:
+      email: run.params.email
+%s`
+
+func TestServiceStepCallsItsAdapterWithTheMergedConfig(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		a := startAdapterRunner(t, e, "http", func(req *realmv1.CallAdapterRequest) *realmv1.CallAdapterResponse {
+			switch req.GetParams().AsMap()["email"] {
+			case "fail@x":
+				return &realmv1.CallAdapterResponse{Error: &realmv1.HandlerError{Message: "socket hang up"}}
+			case "num@x":
+				return &realmv1.CallAdapterResponse{Data: value(t, 42.0)}
+			}
+			return &realmv1.CallAdapterResponse{Data: value(t, map[string]any{"id": "c-1"})}
+		})
+		e.register(t, []byte(fmt.Sprintf(crm, "    config: { list: vip }\n")))
+		r := start(t, e, "crm", map[string]any{"email": "ana@x"})
+		if r.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_COMPLETED {
+			t.Fatalf("reply = %v", r)
+		}
+		req := a.last
+		if req.GetMethod() != "create" || req.GetOperation() != "contacts" || req.GetParams().AsMap()["email"] != "ana@x" ||
+			fmt.Sprint(req.GetConfig().AsMap()) != "map[adapter:http list:vip trust:engine_managed]" {
+			t.Errorf("request = %v", req)
+		}
+		if r := start(t, e, "crm", map[string]any{"email": "fail@x"}); r.GetErrors()[0] != "Adapter 'http' threw: socket hang up" || r.GetErrorCode() != "ENGINE_ADAPTER_FAILED" {
+			t.Errorf("plain error = %v", r)
+		}
+		num := start(t, e, "crm", map[string]any{"email": "num@x"})
+		snap, _ := e.st.LoadRun(ctx(t), num.GetRunId())
+		if string(snap.Outputs["add_contact"]) != `{"data":42}` {
+			t.Errorf("non-object data recorded as %s", snap.Outputs["add_contact"])
+		}
+	})
+}
+
+func TestServiceStepWithoutItsAdapterIsBlocked(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.register(t, []byte(fmt.Sprintf(crm, "")))
+		r := start(t, e, "crm", map[string]any{"email": "ana@x"})
+		want := fmt.Sprintf("Run '%s' created for workflow 'crm'. 'add_contact' cannot run here (capability): adapter 'http' is not registered here — load the missing extension, or run the step on a runner that has it.", r.GetRunId())
+		if r.GetContextHint() != want || r.GetWarnings()[0] != "Step 'add_contact' is blocked: its adapter 'http' is not registered in this runner." {
+			t.Errorf("start = %v", r)
+		}
+	})
+}
