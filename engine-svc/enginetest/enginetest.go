@@ -62,7 +62,7 @@ func StartWith(t testing.TB, backend string, o Options) (addr string) {
 	eng := engine.New(engine.Options{Store: st, Clock: o.Clock, Registry: reg, Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(eng.Close)
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
-	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg))
+	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

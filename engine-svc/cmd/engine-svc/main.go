@@ -100,7 +100,7 @@ func run(log *slog.Logger) error {
 	}
 	gs := grpc.NewServer()
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
-	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg))
+	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	hs.SetServingStatus("realm.v1.EngineService", healthpb.HealthCheckResponse_SERVING)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -53,6 +54,15 @@ func (e *Engine) ValidateWorkflow(_ context.Context, req *realmv1.ValidateWorkfl
 // Runs under way pick the new version up as they move (spec §1).
 func (e *Engine) RegisterWorkflow(ctx context.Context, req *realmv1.RegisterWorkflowRequest) (*realmv1.RegisterWorkflowResponse, error) {
 	def, rep := load(req.GetSource(), req.GetStrict())
+	if def != nil && rep.Valid {
+		// uses_resources is declared by runners: checked against the live
+		// registry here, and again when a runner registers.
+		if errs := e.usesResourcesProblems(ctx, def); len(errs) > 0 {
+			rep.Valid = false
+			rep.Errors = append(rep.Errors, errs...)
+			def = nil
+		}
+	}
 	resp := &realmv1.RegisterWorkflowResponse{Report: reportProto(rep)}
 	if def == nil || !rep.Valid {
 		return resp, nil
@@ -318,4 +328,70 @@ func (e *Engine) listStuck(ctx context.Context, req *realmv1.ListRunsRequest) (*
 		return resp.Runs[i].GetUpdatedAt().AsTime().After(resp.Runs[j].GetUpdatedAt().AsTime())
 	})
 	return resp, nil
+}
+
+// usesResourcesProblems checks every handler step against the resources its
+// live runners declare it reads (seed 003): each name must be a step of the
+// workflow.
+func (e *Engine) usesResourcesProblems(ctx context.Context, def *workflow.Definition) []string {
+	if e.reg == nil {
+		return nil
+	}
+	live, err := e.reg.Live(ctx)
+	if err != nil {
+		return nil
+	}
+	declared := map[string][]string{}
+	for _, r := range live {
+		for _, h := range r.Handlers {
+			for _, res := range h.UsesResources {
+				if !slices.Contains(declared[h.Name], res) {
+					declared[h.Name] = append(declared[h.Name], res)
+				}
+			}
+		}
+	}
+	var out []string
+	for _, s := range def.Ordered() {
+		for _, res := range declared[s.Handler] {
+			if res == "$settlement" {
+				continue
+			}
+			if _, ok := def.Steps[res]; !ok {
+				msg := fmt.Sprintf("Step '%s': handler '%s' declares uses_resources '%s' but no step with that ID exists in this workflow", s.Name, s.Handler, res)
+				if s.Line > 0 {
+					msg += fmt.Sprintf(" (step at line %d)", s.Line)
+				}
+				out = append(out, msg)
+			}
+		}
+	}
+	return out
+}
+
+// CheckUsesResources returns the diagnostics a runner's declarations raise
+// against every registered workflow that names its handlers.
+func (e *Engine) CheckUsesResources(ctx context.Context, handlers map[string][]string) []string {
+	recs, err := e.st.ListWorkflows(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, rec := range recs {
+		var d workflow.Definition
+		if json.Unmarshal(rec.Definition, &d) != nil {
+			continue
+		}
+		for name, s := range d.Steps {
+			s.Name = name
+		}
+		for _, s := range d.Ordered() {
+			for _, res := range handlers[s.Handler] {
+				if _, ok := d.Steps[res]; !ok && res != "$settlement" {
+					out = append(out, fmt.Sprintf("workflow '%s': Step '%s': handler '%s' declares uses_resources '%s' but no step with that ID exists in this workflow", d.ID, s.Name, s.Handler, res))
+				}
+			}
+		}
+	}
+	return out
 }

@@ -275,3 +275,28 @@ func TestRunnerKilledMidStepIsRetriedOnAnother(t *testing.T) {
 		}
 	})
 }
+
+// uses_resources is checked with the seed's diagnostic when a workflow is
+// registered against live runners, and when a runner registers against
+// the registered workflows.
+func TestUsesResourcesIsCheckedBothWays(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		wf := []byte("id: needs\nname: Needs\nversion: 1\nsteps:\n  fetch:\n    description: Fetch.\n    execution: auto\n    handler: needs\n")
+		if r := e.register(t, wf); !r.GetRegistered() {
+			t.Fatalf("no runner yet, so nothing to check: %v", r.GetReport())
+		}
+		resp, err := e.registry.Register(ctx(t), &realmv1.RegisterRequest{Endpoint: "127.0.0.1:1", RunnerName: "r",
+			Handlers: []*realmv1.HandlerSpec{{Name: "needs", UsesResources: []string{"fetch", "parse"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(resp.GetWarnings(), "|") != "workflow 'needs': Step 'fetch': handler 'needs' declares uses_resources 'parse' but no step with that ID exists in this workflow" {
+			t.Errorf("runner warnings = %v", resp.GetWarnings())
+		}
+		r := e.register(t, wf)
+		if r.GetRegistered() || strings.TrimSpace(r.GetReport().GetText()) != "Invalid workflow: Step 'fetch': handler 'needs' declares uses_resources 'parse' but no step with that ID exists in this workflow (step at line 5)" {
+			t.Errorf("registration = %v", r.GetReport().GetText())
+		}
+	})
+}

@@ -16,11 +16,15 @@ import (
 // Registry implements realmv1.RegistryServiceServer over the shared registry.
 type Registry struct {
 	realmv1.UnimplementedRegistryServiceServer
-	reg *registry.Registry
+	reg   *registry.Registry
+	check func(ctx context.Context, usesResources map[string][]string) []string
 }
 
-// NewRegistry returns the registry service.
-func NewRegistry(reg *registry.Registry) *Registry { return &Registry{reg: reg} }
+// NewRegistry returns the registry service. check, when set, reports what a
+// runner's uses_resources declarations raise against registered workflows.
+func NewRegistry(reg *registry.Registry, check func(ctx context.Context, usesResources map[string][]string) []string) *Registry {
+	return &Registry{reg: reg, check: check}
+}
 
 // Leases are clamped: long enough to survive a hiccup, short enough that a
 // dead runner stops getting steps soon.
@@ -66,7 +70,19 @@ func (s *Registry) Register(ctx context.Context, req *realmv1.RegisterRequest) (
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
-	return &realmv1.RegisterResponse{RunnerId: got.ID, LeaseExpiresAt: timestamppb.New(got.Expires)}, nil
+	resp := &realmv1.RegisterResponse{RunnerId: got.ID, LeaseExpiresAt: timestamppb.New(got.Expires)}
+	if s.check != nil {
+		uses := map[string][]string{}
+		for _, h := range r.Handlers {
+			if len(h.UsesResources) > 0 {
+				uses[h.Name] = h.UsesResources
+			}
+		}
+		if len(uses) > 0 {
+			resp.Warnings = s.check(ctx, uses)
+		}
+	}
+	return resp, nil
 }
 
 func (s *Registry) Renew(ctx context.Context, req *realmv1.RenewRequest) (*realmv1.RenewResponse, error) {

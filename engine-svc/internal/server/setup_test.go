@@ -65,7 +65,7 @@ func setup(t testing.TB, backend string) *env {
 	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: slog.New(slog.DiscardHandler)})
 	gs := grpc.NewServer()
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
-	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg))
+	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
