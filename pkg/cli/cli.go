@@ -130,7 +130,8 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.addr, "addr", "", "engine-svc address (default $"+client.EngineAddrEnv+" or "+client.DefaultEngineAddr+")")
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", DefaultTimeout, "how long to wait for engine-svc to answer")
 	run := a.runCommand()
-	run.AddCommand(a.runRespondCommand(), a.runAdvanceCommand(), a.runAbandonCommand(), a.runInspectCommand())
+	run.AddCommand(a.runRespondCommand(), a.runAdvanceCommand(), a.runAbandonCommand(), a.runInspectCommand(),
+		a.runReclaimCommand(), a.runDrainCommand(), a.runResumeCommand(), a.runPurgeCommand(), a.runExportCommand())
 	root.AddCommand(a.workflowCommand(), run, a.serveCommand(), a.mcpCommand())
 	root.AddCommand(a.agentCommand())
 	return root

@@ -376,11 +376,11 @@ func (t *txn) settleDispatched(c claimed, o outcome) {
 	s := t.stepOf(c.step)
 	cl := t.run.Claims[c.step]
 	switch {
-	case t.run.Terminal():
-		t.notes = append(t.notes, fmt.Sprintf("'%s' ran here, but the run ended before its outcome was recorded.", c.step))
-		return
 	case cl == nil && t.run.IsSettled(c.step):
 		t.notes = append(t.notes, fmt.Sprintf("'%s' ran here, but another process settled it first, so its outcome was not recorded.", c.step))
+		return
+	case t.run.Terminal():
+		t.notes = append(t.notes, fmt.Sprintf("'%s' ran here, but the run ended before its outcome was recorded.", c.step))
 		return
 	case cl == nil:
 		t.notes = append(t.notes, fmt.Sprintf("'%s' ran here, but another process removed its claim, so its outcome was not recorded.", c.step))

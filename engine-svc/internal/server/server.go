@@ -207,3 +207,11 @@ func (s *Server) InspectRun(ctx context.Context, req *realmv1.InspectRunRequest)
 	resp, err := s.e.InspectRun(ctx, req)
 	return resp, grpcErr(err)
 }
+
+func (s *Server) ReclaimRun(ctx context.Context, req *realmv1.ReclaimRunRequest) (*realmv1.ReclaimRunResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	resp, err := s.e.ReclaimRun(ctx, req)
+	return resp, grpcErr(err)
+}

@@ -561,13 +561,16 @@ func (*ListWorkflowsRequest) Descriptor() ([]byte, []int) {
 }
 
 type WorkflowSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Version       float64                `protobuf:"fixed64,3,opt,name=version,proto3" json:"version,omitempty"`
-	Description   string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
-	StepCount     int32                  `protobuf:"varint,5,opt,name=step_count,json=stepCount,proto3" json:"step_count,omitempty"`
-	RegisteredAt  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name         string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Version      float64                `protobuf:"fixed64,3,opt,name=version,proto3" json:"version,omitempty"`
+	Description  string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	StepCount    int32                  `protobuf:"varint,5,opt,name=step_count,json=stepCount,proto3" json:"step_count,omitempty"`
+	RegisteredAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	// trigger is the workflow's webhook `trigger:` block as registered (unset
+	// when it has none): listen-svc mounts it without reading the file.
+	Trigger       *structpb.Struct `protobuf:"bytes,7,opt,name=trigger,proto3" json:"trigger,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -640,6 +643,13 @@ func (x *WorkflowSummary) GetStepCount() int32 {
 func (x *WorkflowSummary) GetRegisteredAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.RegisteredAt
+	}
+	return nil
+}
+
+func (x *WorkflowSummary) GetTrigger() *structpb.Struct {
+	if x != nil {
+		return x.Trigger
 	}
 	return nil
 }
@@ -3579,6 +3589,119 @@ func (x *PurgeRunResponse) GetMessage() string {
 	return ""
 }
 
+type ReclaimRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// step is the claim to free; empty reports the run's claims.
+	Step          string  `protobuf:"bytes,2,opt,name=step,proto3" json:"step,omitempty"`
+	Force         bool    `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
+	Caller        *Caller `protobuf:"bytes,4,opt,name=caller,proto3" json:"caller,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReclaimRunRequest) Reset() {
+	*x = ReclaimRunRequest{}
+	mi := &file_realm_v1_engine_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReclaimRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReclaimRunRequest) ProtoMessage() {}
+
+func (x *ReclaimRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReclaimRunRequest.ProtoReflect.Descriptor instead.
+func (*ReclaimRunRequest) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ReclaimRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ReclaimRunRequest) GetStep() string {
+	if x != nil {
+		return x.Step
+	}
+	return ""
+}
+
+func (x *ReclaimRunRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *ReclaimRunRequest) GetCaller() *Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+type ReclaimRunResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reply         *Reply                 `protobuf:"bytes,1,opt,name=reply,proto3" json:"reply,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReclaimRunResponse) Reset() {
+	*x = ReclaimRunResponse{}
+	mi := &file_realm_v1_engine_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReclaimRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReclaimRunResponse) ProtoMessage() {}
+
+func (x *ReclaimRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReclaimRunResponse.ProtoReflect.Descriptor instead.
+func (*ReclaimRunResponse) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ReclaimRunResponse) GetReply() *Reply {
+	if x != nil {
+		return x.Reply
+	}
+	return nil
+}
+
 var File_realm_v1_engine_proto protoreflect.FileDescriptor
 
 const file_realm_v1_engine_proto_rawDesc = "" +
@@ -3632,7 +3755,7 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"registered\x18\x02 \x01(\bR\n" +
 	"registered\x12%\n" +
 	"\x0estored_version\x18\x03 \x01(\x03R\rstoredVersion\"\x16\n" +
-	"\x14ListWorkflowsRequest\"\xd1\x01\n" +
+	"\x14ListWorkflowsRequest\"\x84\x02\n" +
 	"\x0fWorkflowSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -3640,7 +3763,8 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x1d\n" +
 	"\n" +
 	"step_count\x18\x05 \x01(\x05R\tstepCount\x12?\n" +
-	"\rregistered_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\"<\n" +
+	"\rregistered_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x121\n" +
+	"\atrigger\x18\a \x01(\v2\x17.google.protobuf.StructR\atrigger\"<\n" +
 	"\x12UnreadableWorkflow\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xd6\x01\n" +
@@ -3902,7 +4026,14 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x10PurgeRunResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\bR\x06purged\x12!\n" +
 	"\fwould_remove\x18\x02 \x03(\tR\vwouldRemove\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage2\xdd\v\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"~\n" +
+	"\x11ReclaimRunRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
+	"\x04step\x18\x02 \x01(\tR\x04step\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\x12(\n" +
+	"\x06caller\x18\x04 \x01(\v2\x10.realm.v1.CallerR\x06caller\";\n" +
+	"\x12ReclaimRunResponse\x12%\n" +
+	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply2\xa6\f\n" +
 	"\rEngineService\x12Y\n" +
 	"\x10ValidateWorkflow\x12!.realm.v1.ValidateWorkflowRequest\x1a\".realm.v1.ValidateWorkflowResponse\x12Y\n" +
 	"\x10RegisterWorkflow\x12!.realm.v1.RegisterWorkflowRequest\x1a\".realm.v1.RegisterWorkflowResponse\x12P\n" +
@@ -3925,7 +4056,9 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\tExportRun\x12\x1a.realm.v1.ExportRunRequest\x1a\x1b.realm.v1.ExportRunResponse\x12D\n" +
 	"\tResumeRun\x12\x1a.realm.v1.ResumeRunRequest\x1a\x1b.realm.v1.ResumeRunResponse\x12A\n" +
 	"\bDrainRun\x12\x19.realm.v1.DrainRunRequest\x1a\x1a.realm.v1.DrainRunResponse\x12A\n" +
-	"\bPurgeRun\x12\x19.realm.v1.PurgeRunRequest\x1a\x1a.realm.v1.PurgeRunResponseB4Z2github.com/realm-go/realm/pkg/gen/realm/v1;realmv1b\x06proto3"
+	"\bPurgeRun\x12\x19.realm.v1.PurgeRunRequest\x1a\x1a.realm.v1.PurgeRunResponse\x12G\n" +
+	"\n" +
+	"ReclaimRun\x12\x1b.realm.v1.ReclaimRunRequest\x1a\x1c.realm.v1.ReclaimRunResponseB4Z2github.com/realm-go/realm/pkg/gen/realm/v1;realmv1b\x06proto3"
 
 var (
 	file_realm_v1_engine_proto_rawDescOnce sync.Once
@@ -3939,7 +4072,7 @@ func file_realm_v1_engine_proto_rawDescGZIP() []byte {
 	return file_realm_v1_engine_proto_rawDescData
 }
 
-var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_realm_v1_engine_proto_goTypes = []any{
 	(*WorkflowSource)(nil),              // 0: realm.v1.WorkflowSource
 	(*Diagnostic)(nil),                  // 1: realm.v1.Diagnostic
@@ -3992,128 +4125,135 @@ var file_realm_v1_engine_proto_goTypes = []any{
 	(*DrainRunResponse)(nil),            // 48: realm.v1.DrainRunResponse
 	(*PurgeRunRequest)(nil),             // 49: realm.v1.PurgeRunRequest
 	(*PurgeRunResponse)(nil),            // 50: realm.v1.PurgeRunResponse
-	nil,                                 // 51: realm.v1.WorkflowSource.FilesEntry
-	(*timestamppb.Timestamp)(nil),       // 52: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 53: google.protobuf.Struct
-	(*structpb.ListValue)(nil),          // 54: google.protobuf.ListValue
-	(*Caller)(nil),                      // 55: realm.v1.Caller
-	(*Reply)(nil),                       // 56: realm.v1.Reply
-	(RunPhase)(0),                       // 57: realm.v1.RunPhase
-	(*NextAction)(nil),                  // 58: realm.v1.NextAction
-	(*structpb.Value)(nil),              // 59: google.protobuf.Value
+	(*ReclaimRunRequest)(nil),           // 51: realm.v1.ReclaimRunRequest
+	(*ReclaimRunResponse)(nil),          // 52: realm.v1.ReclaimRunResponse
+	nil,                                 // 53: realm.v1.WorkflowSource.FilesEntry
+	(*timestamppb.Timestamp)(nil),       // 54: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 55: google.protobuf.Struct
+	(*structpb.ListValue)(nil),          // 56: google.protobuf.ListValue
+	(*Caller)(nil),                      // 57: realm.v1.Caller
+	(*Reply)(nil),                       // 58: realm.v1.Reply
+	(RunPhase)(0),                       // 59: realm.v1.RunPhase
+	(*NextAction)(nil),                  // 60: realm.v1.NextAction
+	(*structpb.Value)(nil),              // 61: google.protobuf.Value
 }
 var file_realm_v1_engine_proto_depIdxs = []int32{
-	51, // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
+	53, // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
 	1,  // 1: realm.v1.WorkflowReport.diagnostics:type_name -> realm.v1.Diagnostic
 	0,  // 2: realm.v1.ValidateWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
 	2,  // 3: realm.v1.ValidateWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
 	0,  // 4: realm.v1.RegisterWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
 	2,  // 5: realm.v1.RegisterWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
-	52, // 6: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
-	8,  // 7: realm.v1.ListWorkflowsResponse.workflows:type_name -> realm.v1.WorkflowSummary
-	9,  // 8: realm.v1.ListWorkflowsResponse.unreadable:type_name -> realm.v1.UnreadableWorkflow
-	53, // 9: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
-	54, // 10: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
-	53, // 11: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
-	55, // 12: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
-	56, // 13: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
-	53, // 14: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
-	55, // 15: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
-	56, // 16: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
-	53, // 17: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
-	17, // 18: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
-	55, // 19: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
-	53, // 20: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
-	57, // 21: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
-	58, // 22: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
-	19, // 23: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
-	20, // 24: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
-	56, // 25: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
-	53, // 26: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
-	53, // 27: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
-	22, // 28: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
-	55, // 29: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
-	56, // 30: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
-	55, // 31: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
-	56, // 32: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
-	55, // 33: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
-	56, // 34: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
-	59, // 35: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
-	52, // 36: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
-	53, // 37: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
-	52, // 38: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
-	57, // 39: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
-	30, // 40: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
-	52, // 41: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
-	52, // 42: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
-	53, // 43: realm.v1.RunState.params:type_name -> google.protobuf.Struct
-	58, // 44: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
-	53, // 45: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
-	53, // 46: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
-	53, // 47: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
-	31, // 48: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
-	56, // 49: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
-	55, // 50: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
-	57, // 51: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
-	56, // 52: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
-	22, // 53: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
-	55, // 54: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
-	36, // 55: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
-	56, // 56: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
-	57, // 57: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
-	57, // 58: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
-	52, // 59: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	52, // 60: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	52, // 61: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
-	52, // 62: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
-	39, // 63: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	55, // 64: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	56, // 65: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	55, // 66: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	56, // 67: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
-	3,  // 68: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	5,  // 69: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	7,  // 70: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	11, // 71: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	13, // 72: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	15, // 73: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	18, // 74: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	23, // 75: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	25, // 76: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	27, // 77: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	29, // 78: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	33, // 79: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	35, // 80: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	38, // 81: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	41, // 82: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	43, // 83: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	45, // 84: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	47, // 85: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	49, // 86: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	4,  // 87: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	6,  // 88: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	10, // 89: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	12, // 90: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	14, // 91: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	16, // 92: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	21, // 93: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	24, // 94: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	26, // 95: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	28, // 96: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	32, // 97: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	34, // 98: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	37, // 99: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	40, // 100: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	42, // 101: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	44, // 102: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	46, // 103: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	48, // 104: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	50, // 105: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	87, // [87:106] is the sub-list for method output_type
-	68, // [68:87] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	54, // 6: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
+	55, // 7: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
+	8,  // 8: realm.v1.ListWorkflowsResponse.workflows:type_name -> realm.v1.WorkflowSummary
+	9,  // 9: realm.v1.ListWorkflowsResponse.unreadable:type_name -> realm.v1.UnreadableWorkflow
+	55, // 10: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
+	56, // 11: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
+	55, // 12: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
+	57, // 13: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
+	58, // 14: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
+	55, // 15: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
+	57, // 16: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
+	58, // 17: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
+	55, // 18: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
+	17, // 19: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
+	57, // 20: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
+	55, // 21: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
+	59, // 22: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
+	60, // 23: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
+	19, // 24: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
+	20, // 25: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
+	58, // 26: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
+	55, // 27: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
+	55, // 28: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
+	22, // 29: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
+	57, // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
+	58, // 31: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
+	57, // 32: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
+	58, // 33: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
+	57, // 34: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
+	58, // 35: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
+	61, // 36: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
+	54, // 37: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
+	55, // 38: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
+	54, // 39: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
+	59, // 40: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
+	30, // 41: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
+	54, // 42: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
+	54, // 43: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
+	55, // 44: realm.v1.RunState.params:type_name -> google.protobuf.Struct
+	60, // 45: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
+	55, // 46: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
+	55, // 47: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
+	55, // 48: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
+	31, // 49: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
+	58, // 50: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
+	57, // 51: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
+	59, // 52: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
+	58, // 53: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
+	22, // 54: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
+	57, // 55: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
+	36, // 56: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
+	58, // 57: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
+	59, // 58: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
+	59, // 59: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
+	54, // 60: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	54, // 61: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	54, // 62: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	54, // 63: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	39, // 64: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
+	57, // 65: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	58, // 66: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	57, // 67: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	58, // 68: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	57, // 69: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
+	58, // 70: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
+	3,  // 71: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	5,  // 72: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	7,  // 73: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	11, // 74: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	13, // 75: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	15, // 76: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	18, // 77: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	23, // 78: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	25, // 79: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	27, // 80: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	29, // 81: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	33, // 82: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	35, // 83: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	38, // 84: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	41, // 85: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	43, // 86: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	45, // 87: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	47, // 88: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	49, // 89: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	51, // 90: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
+	4,  // 91: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	6,  // 92: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	10, // 93: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	12, // 94: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	14, // 95: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	16, // 96: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	21, // 97: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	24, // 98: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	26, // 99: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	28, // 100: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	32, // 101: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	34, // 102: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	37, // 103: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	40, // 104: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	42, // 105: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	44, // 106: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	46, // 107: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	48, // 108: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	50, // 109: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	52, // 110: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
+	91, // [91:111] is the sub-list for method output_type
+	71, // [71:91] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
@@ -4133,7 +4273,7 @@ func file_realm_v1_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_realm_v1_engine_proto_rawDesc), len(file_realm_v1_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   52,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

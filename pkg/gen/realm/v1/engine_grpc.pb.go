@@ -38,6 +38,7 @@ const (
 	EngineService_ResumeRun_FullMethodName           = "/realm.v1.EngineService/ResumeRun"
 	EngineService_DrainRun_FullMethodName            = "/realm.v1.EngineService/DrainRun"
 	EngineService_PurgeRun_FullMethodName            = "/realm.v1.EngineService/PurgeRun"
+	EngineService_ReclaimRun_FullMethodName          = "/realm.v1.EngineService/ReclaimRun"
 )
 
 // EngineServiceClient is the client API for EngineService service.
@@ -70,6 +71,7 @@ type EngineServiceClient interface {
 	ResumeRun(ctx context.Context, in *ResumeRunRequest, opts ...grpc.CallOption) (*ResumeRunResponse, error)
 	DrainRun(ctx context.Context, in *DrainRunRequest, opts ...grpc.CallOption) (*DrainRunResponse, error)
 	PurgeRun(ctx context.Context, in *PurgeRunRequest, opts ...grpc.CallOption) (*PurgeRunResponse, error)
+	ReclaimRun(ctx context.Context, in *ReclaimRunRequest, opts ...grpc.CallOption) (*ReclaimRunResponse, error)
 }
 
 type engineServiceClient struct {
@@ -270,6 +272,16 @@ func (c *engineServiceClient) PurgeRun(ctx context.Context, in *PurgeRunRequest,
 	return out, nil
 }
 
+func (c *engineServiceClient) ReclaimRun(ctx context.Context, in *ReclaimRunRequest, opts ...grpc.CallOption) (*ReclaimRunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReclaimRunResponse)
+	err := c.cc.Invoke(ctx, EngineService_ReclaimRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EngineServiceServer is the server API for EngineService service.
 // All implementations must embed UnimplementedEngineServiceServer
 // for forward compatibility.
@@ -300,6 +312,7 @@ type EngineServiceServer interface {
 	ResumeRun(context.Context, *ResumeRunRequest) (*ResumeRunResponse, error)
 	DrainRun(context.Context, *DrainRunRequest) (*DrainRunResponse, error)
 	PurgeRun(context.Context, *PurgeRunRequest) (*PurgeRunResponse, error)
+	ReclaimRun(context.Context, *ReclaimRunRequest) (*ReclaimRunResponse, error)
 	mustEmbedUnimplementedEngineServiceServer()
 }
 
@@ -366,6 +379,9 @@ func (UnimplementedEngineServiceServer) DrainRun(context.Context, *DrainRunReque
 }
 func (UnimplementedEngineServiceServer) PurgeRun(context.Context, *PurgeRunRequest) (*PurgeRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeRun not implemented")
+}
+func (UnimplementedEngineServiceServer) ReclaimRun(context.Context, *ReclaimRunRequest) (*ReclaimRunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReclaimRun not implemented")
 }
 func (UnimplementedEngineServiceServer) mustEmbedUnimplementedEngineServiceServer() {}
 func (UnimplementedEngineServiceServer) testEmbeddedByValue()                       {}
@@ -730,6 +746,24 @@ func _EngineService_PurgeRun_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EngineService_ReclaimRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReclaimRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).ReclaimRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_ReclaimRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).ReclaimRun(ctx, req.(*ReclaimRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EngineService_ServiceDesc is the grpc.ServiceDesc for EngineService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -812,6 +846,10 @@ var EngineService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeRun",
 			Handler:    _EngineService_PurgeRun_Handler,
+		},
+		{
+			MethodName: "ReclaimRun",
+			Handler:    _EngineService_ReclaimRun_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
