@@ -81,6 +81,11 @@ fi
 # until the engine accepts it, and deregisters when stopped.
 start example-runner --engine-addr "$ENGINE_ADDR"
 
+# The built-in service adapters (http, filesystem below the repository) for
+# uses_service steps; a workflow's auth.token_env may name only
+# REALM_SECRET_* variables.
+start adapter-runner --engine-addr "$ENGINE_ADDR"
+
 # The MCP front door, in dev mode (no token) on loopback only.
 MCP_ADDR=127.0.0.1:8080
 start mcp-svc --addr "$MCP_ADDR" --engine-addr "$ENGINE_ADDR" --dev
@@ -101,6 +106,7 @@ echo "  engine-svc (gRPC): $ENGINE_ADDR"
 echo "  mcp-svc (MCP, streamable HTTP): http://$MCP_ADDR/mcp (dev mode: no token)"
 echo "  agent-svc (gRPC): $AGENT_ADDR"
 echo "  example-runner: handlers for examples/orders.yaml (registered with engine-svc)"
+echo "  adapter-runner: the http and filesystem adapters for uses_service steps"
 echo
 echo "Try: bin/realm workflow list    ·    bin/realm run start <workflow>"
 echo "Press Ctrl-C to stop."

@@ -73,6 +73,7 @@ type stepInfo struct {
 }
 
 type driver struct {
+	ctx    context.Context
 	eng    realmv1.EngineServiceClient
 	o      Options
 	emit   Emit
@@ -107,7 +108,7 @@ func Run(ctx context.Context, eng realmv1.EngineServiceClient, req *realmv1.Driv
 		caller.By, caller.BySource = o.Caller.GetBy(), o.Caller.GetBySource()
 	}
 	o.Caller = caller
-	d := &driver{eng: eng, o: o, emit: emit}
+	d := &driver{ctx: ctx, eng: eng, o: o, emit: emit}
 	err := d.open(ctx, req)
 	if err == nil {
 		err = d.loop(ctx)
@@ -355,6 +356,14 @@ func (d *driver) loop(ctx context.Context) error {
 
 // stop sends BLOCKED with lines (stderr) and ends the loop.
 func (d *driver) stop(failure *realmv1.DriveFailure, step string, texts ...string) error {
+	if failure != nil && d.runID != "" {
+		// The run records the failure (drive_failures), so its health shows
+		// drive_failing and its updated_at moves. A failure to record it is
+		// not a reason to hide the drive's own outcome.
+		if _, err := d.eng.RecordDriveFailure(d.ctx, &realmv1.RecordDriveFailureRequest{RunId: d.runID, Failure: failure}); err != nil {
+			texts = append(texts, fmt.Sprintf("⚠ the drive failure could not be recorded on the run: %v", err))
+		}
+	}
 	if err := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_BLOCKED, Step: step,
 		Lines: stderr(texts...), Failure: failure, ReattachCommand: d.reattach()}); err != nil {
 		return err

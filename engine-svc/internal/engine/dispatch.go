@@ -73,7 +73,7 @@ func (t *txn) claimForDispatch(s *workflow.Step) {
 	if s.UsesService != "" {
 		cl.adapter = t.adapterOf(s)
 		if svc := t.def.Def.Services[s.UsesService]; svc != nil {
-			cl.trust = svc.Trust
+			cl.trust, cl.rateLimit = svc.Trust, svc.RateLimit
 		}
 	}
 	t.dispatch = append(t.dispatch, cl)
@@ -97,8 +97,9 @@ func claimWindow(s *workflow.Step) time.Duration {
 
 // claimed is a step this call claimed and will run.
 type claimed struct {
-	adapter   string // uses_service: the adapter and its service's trust label
+	adapter   string // uses_service: the adapter, its service's trust label and rate_limit
 	trust     string
+	rateLimit map[string]any
 	step      string
 	token     string
 	input     map[string]any
@@ -562,6 +563,12 @@ func (e *Engine) callAdapter(ctx context.Context, a attempt, runID string, s *wo
 	for k, v := range s.Config {
 		config[k] = v
 	}
+	// Set last, so a step cannot override them: the service's name keys the
+	// runner's rate limiter, and its rate_limit is the service's, not the step's.
+	config["service"] = s.UsesService
+	if c.rateLimit != nil {
+		config["rate_limit"] = c.rateLimit
+	}
 	method := s.ServiceMethod
 	if method == "" {
 		method = "fetch"
@@ -595,10 +602,18 @@ func (e *Engine) callAdapter(ctx context.Context, a attempt, runID string, s *wo
 		a.details = he.GetDetails().AsMap()
 		return a
 	}
-	data := resp.GetData().AsInterface()
-	if _, ok := data.(map[string]any); !ok {
-		// A response whose data is not an object is recorded whole.
-		data = map[string]any{"data": data}
+	// An adapter answers {status, data}: an object data is the output; any
+	// other answer is recorded whole (spec §13.1).
+	var data any
+	switch ans := resp.GetData().AsInterface().(type) {
+	case map[string]any:
+		if inner, ok := ans["data"].(map[string]any); ok {
+			data = inner
+		} else {
+			data = ans
+		}
+	default:
+		data = map[string]any{"data": ans}
 	}
 	a.resp = &realmv1.ExecuteHandlerResponse{Data: toValue(data)}
 	return a

@@ -72,16 +72,19 @@ func TestServiceStepCallsItsAdapterWithTheMergedConfig(t *testing.T) {
 			case "num@x":
 				return &realmv1.CallAdapterResponse{Data: value(t, 42.0)}
 			}
-			return &realmv1.CallAdapterResponse{Data: value(t, map[string]any{"id": "c-1"})}
+			return &realmv1.CallAdapterResponse{Data: value(t, map[string]any{"status": 201.0, "data": map[string]any{"id": "c-1"}})}
 		})
 		e.register(t, []byte(fmt.Sprintf(crm, "    config: { list: vip }\n")))
 		r := start(t, e, "crm", map[string]any{"email": "ana@x"})
 		if r.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_COMPLETED {
 			t.Fatalf("reply = %v", r)
 		}
+		if snap, _ := e.st.LoadRun(ctx(t), r.GetRunId()); string(snap.Outputs["add_contact"]) != `{"id":"c-1"}` {
+			t.Errorf("object data recorded as %s", snap.Outputs["add_contact"])
+		}
 		req := a.last
 		if req.GetMethod() != "create" || req.GetOperation() != "contacts" || req.GetParams().AsMap()["email"] != "ana@x" ||
-			fmt.Sprint(req.GetConfig().AsMap()) != "map[adapter:http list:vip trust:engine_managed]" {
+			fmt.Sprint(req.GetConfig().AsMap()) != "map[adapter:http list:vip service:crm trust:engine_managed]" {
 			t.Errorf("request = %v", req)
 		}
 		if r := start(t, e, "crm", map[string]any{"email": "fail@x"}); r.GetErrors()[0] != "Adapter 'http' threw: socket hang up" || r.GetErrorCode() != "ENGINE_ADAPTER_FAILED" {

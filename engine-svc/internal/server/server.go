@@ -215,3 +215,14 @@ func (s *Server) ReclaimRun(ctx context.Context, req *realmv1.ReclaimRunRequest)
 	resp, err := s.e.ReclaimRun(ctx, req)
 	return resp, grpcErr(err)
 }
+
+func (s *Server) RecordDriveFailure(ctx context.Context, req *realmv1.RecordDriveFailureRequest) (*realmv1.RecordDriveFailureResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	if req.GetFailure() == nil {
+		return nil, status.Error(codes.InvalidArgument, "failure is required")
+	}
+	resp, err := s.e.RecordDriveFailure(ctx, req)
+	return resp, grpcErr(err)
+}

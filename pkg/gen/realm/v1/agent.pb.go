@@ -477,100 +477,6 @@ func (x *DriveLine) GetStream() DriveStream {
 	return DriveStream_DRIVE_STREAM_UNSPECIFIED
 }
 
-// ModelUsage is one model request's counters; a counter the provider did
-// not report is unset, never 0.
-type ModelUsage struct {
-	state                    protoimpl.MessageState `protogen:"open.v1"`
-	RequestIndex             int32                  `protobuf:"varint,1,opt,name=request_index,json=requestIndex,proto3" json:"request_index,omitempty"`
-	RequestStart             string                 `protobuf:"bytes,2,opt,name=request_start,json=requestStart,proto3" json:"request_start,omitempty"`
-	PromptTokens             *int64                 `protobuf:"varint,3,opt,name=prompt_tokens,json=promptTokens,proto3,oneof" json:"prompt_tokens,omitempty"`
-	UncachedInputTokens      *int64                 `protobuf:"varint,4,opt,name=uncached_input_tokens,json=uncachedInputTokens,proto3,oneof" json:"uncached_input_tokens,omitempty"`
-	CacheReadInputTokens     *int64                 `protobuf:"varint,5,opt,name=cache_read_input_tokens,json=cacheReadInputTokens,proto3,oneof" json:"cache_read_input_tokens,omitempty"`
-	CacheCreationInputTokens *int64                 `protobuf:"varint,6,opt,name=cache_creation_input_tokens,json=cacheCreationInputTokens,proto3,oneof" json:"cache_creation_input_tokens,omitempty"`
-	OutputTokens             *int64                 `protobuf:"varint,7,opt,name=output_tokens,json=outputTokens,proto3,oneof" json:"output_tokens,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
-}
-
-func (x *ModelUsage) Reset() {
-	*x = ModelUsage{}
-	mi := &file_realm_v1_agent_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ModelUsage) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ModelUsage) ProtoMessage() {}
-
-func (x *ModelUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_agent_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ModelUsage.ProtoReflect.Descriptor instead.
-func (*ModelUsage) Descriptor() ([]byte, []int) {
-	return file_realm_v1_agent_proto_rawDescGZIP(), []int{3}
-}
-
-func (x *ModelUsage) GetRequestIndex() int32 {
-	if x != nil {
-		return x.RequestIndex
-	}
-	return 0
-}
-
-func (x *ModelUsage) GetRequestStart() string {
-	if x != nil {
-		return x.RequestStart
-	}
-	return ""
-}
-
-func (x *ModelUsage) GetPromptTokens() int64 {
-	if x != nil && x.PromptTokens != nil {
-		return *x.PromptTokens
-	}
-	return 0
-}
-
-func (x *ModelUsage) GetUncachedInputTokens() int64 {
-	if x != nil && x.UncachedInputTokens != nil {
-		return *x.UncachedInputTokens
-	}
-	return 0
-}
-
-func (x *ModelUsage) GetCacheReadInputTokens() int64 {
-	if x != nil && x.CacheReadInputTokens != nil {
-		return *x.CacheReadInputTokens
-	}
-	return 0
-}
-
-func (x *ModelUsage) GetCacheCreationInputTokens() int64 {
-	if x != nil && x.CacheCreationInputTokens != nil {
-		return *x.CacheCreationInputTokens
-	}
-	return 0
-}
-
-func (x *ModelUsage) GetOutputTokens() int64 {
-	if x != nil && x.OutputTokens != nil {
-		return *x.OutputTokens
-	}
-	return 0
-}
-
 // ModelCall is a model request that returned.
 type ModelCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -589,7 +495,7 @@ type ModelCall struct {
 
 func (x *ModelCall) Reset() {
 	*x = ModelCall{}
-	mi := &file_realm_v1_agent_proto_msgTypes[4]
+	mi := &file_realm_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +507,7 @@ func (x *ModelCall) String() string {
 func (*ModelCall) ProtoMessage() {}
 
 func (x *ModelCall) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_agent_proto_msgTypes[4]
+	mi := &file_realm_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +520,7 @@ func (x *ModelCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelCall.ProtoReflect.Descriptor instead.
 func (*ModelCall) Descriptor() ([]byte, []int) {
-	return file_realm_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_realm_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ModelCall) GetProvider() string {
@@ -659,143 +565,6 @@ func (x *ModelCall) GetStrictSent() bool {
 	return false
 }
 
-// DriveFailure is what a drive that gave up records (the shape of a run
-// record's drive_failures entry).
-type DriveFailure struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	At       string                 `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"`
-	Step     string                 `protobuf:"bytes,2,opt,name=step,proto3" json:"step,omitempty"`
-	Provider string                 `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
-	// error_class is connection_timeout, connection_error, api_status,
-	// sdk_missing, validation_rejected, aborted_by_budget or other.
-	ErrorClass           string `protobuf:"bytes,4,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
-	Message              string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
-	ElapsedMs            int64  `protobuf:"varint,6,opt,name=elapsed_ms,json=elapsedMs,proto3" json:"elapsed_ms,omitempty"`
-	AttemptsSdk          int32  `protobuf:"varint,7,opt,name=attempts_sdk,json=attemptsSdk,proto3" json:"attempts_sdk,omitempty"`
-	DeclaredPerAttemptMs *int64 `protobuf:"varint,8,opt,name=declared_per_attempt_ms,json=declaredPerAttemptMs,proto3,oneof" json:"declared_per_attempt_ms,omitempty"`
-	DerivedCeilingMs     *int64 `protobuf:"varint,9,opt,name=derived_ceiling_ms,json=derivedCeilingMs,proto3,oneof" json:"derived_ceiling_ms,omitempty"`
-	// last_observed_status is the HTTP status kept from the provider.
-	LastObservedStatus   *int32        `protobuf:"varint,10,opt,name=last_observed_status,json=lastObservedStatus,proto3,oneof" json:"last_observed_status,omitempty"`
-	RetryAfterObservedMs *int64        `protobuf:"varint,11,opt,name=retry_after_observed_ms,json=retryAfterObservedMs,proto3,oneof" json:"retry_after_observed_ms,omitempty"`
-	Usage                []*ModelUsage `protobuf:"bytes,12,rep,name=usage,proto3" json:"usage,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
-}
-
-func (x *DriveFailure) Reset() {
-	*x = DriveFailure{}
-	mi := &file_realm_v1_agent_proto_msgTypes[5]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DriveFailure) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DriveFailure) ProtoMessage() {}
-
-func (x *DriveFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_agent_proto_msgTypes[5]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DriveFailure.ProtoReflect.Descriptor instead.
-func (*DriveFailure) Descriptor() ([]byte, []int) {
-	return file_realm_v1_agent_proto_rawDescGZIP(), []int{5}
-}
-
-func (x *DriveFailure) GetAt() string {
-	if x != nil {
-		return x.At
-	}
-	return ""
-}
-
-func (x *DriveFailure) GetStep() string {
-	if x != nil {
-		return x.Step
-	}
-	return ""
-}
-
-func (x *DriveFailure) GetProvider() string {
-	if x != nil {
-		return x.Provider
-	}
-	return ""
-}
-
-func (x *DriveFailure) GetErrorClass() string {
-	if x != nil {
-		return x.ErrorClass
-	}
-	return ""
-}
-
-func (x *DriveFailure) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
-func (x *DriveFailure) GetElapsedMs() int64 {
-	if x != nil {
-		return x.ElapsedMs
-	}
-	return 0
-}
-
-func (x *DriveFailure) GetAttemptsSdk() int32 {
-	if x != nil {
-		return x.AttemptsSdk
-	}
-	return 0
-}
-
-func (x *DriveFailure) GetDeclaredPerAttemptMs() int64 {
-	if x != nil && x.DeclaredPerAttemptMs != nil {
-		return *x.DeclaredPerAttemptMs
-	}
-	return 0
-}
-
-func (x *DriveFailure) GetDerivedCeilingMs() int64 {
-	if x != nil && x.DerivedCeilingMs != nil {
-		return *x.DerivedCeilingMs
-	}
-	return 0
-}
-
-func (x *DriveFailure) GetLastObservedStatus() int32 {
-	if x != nil && x.LastObservedStatus != nil {
-		return *x.LastObservedStatus
-	}
-	return 0
-}
-
-func (x *DriveFailure) GetRetryAfterObservedMs() int64 {
-	if x != nil && x.RetryAfterObservedMs != nil {
-		return *x.RetryAfterObservedMs
-	}
-	return 0
-}
-
-func (x *DriveFailure) GetUsage() []*ModelUsage {
-	if x != nil {
-		return x.Usage
-	}
-	return nil
-}
-
 // DriveEvent is one thing a drive did.
 type DriveEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -835,7 +604,7 @@ type DriveEvent struct {
 
 func (x *DriveEvent) Reset() {
 	*x = DriveEvent{}
-	mi := &file_realm_v1_agent_proto_msgTypes[6]
+	mi := &file_realm_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +616,7 @@ func (x *DriveEvent) String() string {
 func (*DriveEvent) ProtoMessage() {}
 
 func (x *DriveEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_agent_proto_msgTypes[6]
+	mi := &file_realm_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +629,7 @@ func (x *DriveEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriveEvent.ProtoReflect.Descriptor instead.
 func (*DriveEvent) Descriptor() ([]byte, []int) {
-	return file_realm_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_realm_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DriveEvent) GetKind() DriveEventKind {
@@ -1005,7 +774,7 @@ type DriveRunResponse struct {
 
 func (x *DriveRunResponse) Reset() {
 	*x = DriveRunResponse{}
-	mi := &file_realm_v1_agent_proto_msgTypes[7]
+	mi := &file_realm_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +786,7 @@ func (x *DriveRunResponse) String() string {
 func (*DriveRunResponse) ProtoMessage() {}
 
 func (x *DriveRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_agent_proto_msgTypes[7]
+	mi := &file_realm_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +799,7 @@ func (x *DriveRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriveRunResponse.ProtoReflect.Descriptor instead.
 func (*DriveRunResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_realm_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DriveRunResponse) GetEvent() *DriveEvent {
@@ -1044,7 +813,7 @@ var File_realm_v1_agent_proto protoreflect.FileDescriptor
 
 const file_realm_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x14realm/v1/agent.proto\x12\brealm.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x15realm/v1/engine.proto\x1a\x14realm/v1/reply.proto\"\xc1\x02\n" +
+	"\x14realm/v1/agent.proto\x12\brealm.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x14realm/v1/drive.proto\x1a\x15realm/v1/engine.proto\x1a\x14realm/v1/reply.proto\"\xc1\x02\n" +
 	"\fDriveOptions\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x19\n" +
@@ -1065,21 +834,7 @@ const file_realm_v1_agent_proto_rawDesc = "" +
 	"\x06caller\x18\x06 \x01(\v2\x10.realm.v1.CallerR\x06caller\"N\n" +
 	"\tDriveLine\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12-\n" +
-	"\x06stream\x18\x02 \x01(\x0e2\x15.realm.v1.DriveStreamR\x06stream\"\xdd\x03\n" +
-	"\n" +
-	"ModelUsage\x12#\n" +
-	"\rrequest_index\x18\x01 \x01(\x05R\frequestIndex\x12#\n" +
-	"\rrequest_start\x18\x02 \x01(\tR\frequestStart\x12(\n" +
-	"\rprompt_tokens\x18\x03 \x01(\x03H\x00R\fpromptTokens\x88\x01\x01\x127\n" +
-	"\x15uncached_input_tokens\x18\x04 \x01(\x03H\x01R\x13uncachedInputTokens\x88\x01\x01\x12:\n" +
-	"\x17cache_read_input_tokens\x18\x05 \x01(\x03H\x02R\x14cacheReadInputTokens\x88\x01\x01\x12B\n" +
-	"\x1bcache_creation_input_tokens\x18\x06 \x01(\x03H\x03R\x18cacheCreationInputTokens\x88\x01\x01\x12(\n" +
-	"\routput_tokens\x18\a \x01(\x03H\x04R\foutputTokens\x88\x01\x01B\x10\n" +
-	"\x0e_prompt_tokensB\x18\n" +
-	"\x16_uncached_input_tokensB\x1a\n" +
-	"\x18_cache_read_input_tokensB\x1e\n" +
-	"\x1c_cache_creation_input_tokensB\x10\n" +
-	"\x0e_output_tokens\"\xcc\x01\n" +
+	"\x06stream\x18\x02 \x01(\x0e2\x15.realm.v1.DriveStreamR\x06stream\"\xcc\x01\n" +
 	"\tModelCall\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -1088,27 +843,7 @@ const file_realm_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"elapsed_ms\x18\x05 \x01(\x03R\telapsedMs\x12\x1f\n" +
 	"\vstrict_sent\x18\x06 \x01(\bR\n" +
-	"strictSent\"\xc1\x04\n" +
-	"\fDriveFailure\x12\x0e\n" +
-	"\x02at\x18\x01 \x01(\tR\x02at\x12\x12\n" +
-	"\x04step\x18\x02 \x01(\tR\x04step\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider\x12\x1f\n" +
-	"\verror_class\x18\x04 \x01(\tR\n" +
-	"errorClass\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\x12\x1d\n" +
-	"\n" +
-	"elapsed_ms\x18\x06 \x01(\x03R\telapsedMs\x12!\n" +
-	"\fattempts_sdk\x18\a \x01(\x05R\vattemptsSdk\x12:\n" +
-	"\x17declared_per_attempt_ms\x18\b \x01(\x03H\x00R\x14declaredPerAttemptMs\x88\x01\x01\x121\n" +
-	"\x12derived_ceiling_ms\x18\t \x01(\x03H\x01R\x10derivedCeilingMs\x88\x01\x01\x125\n" +
-	"\x14last_observed_status\x18\n" +
-	" \x01(\x05H\x02R\x12lastObservedStatus\x88\x01\x01\x12:\n" +
-	"\x17retry_after_observed_ms\x18\v \x01(\x03H\x03R\x14retryAfterObservedMs\x88\x01\x01\x12*\n" +
-	"\x05usage\x18\f \x03(\v2\x14.realm.v1.ModelUsageR\x05usageB\x1a\n" +
-	"\x18_declared_per_attempt_msB\x15\n" +
-	"\x13_derived_ceiling_msB\x17\n" +
-	"\x15_last_observed_statusB\x1a\n" +
-	"\x18_retry_after_observed_ms\"\xec\x05\n" +
+	"strictSent\"\xec\x05\n" +
 	"\n" +
 	"DriveEvent\x12,\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x18.realm.v1.DriveEventKindR\x04kind\x12)\n" +
@@ -1176,7 +911,7 @@ func file_realm_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_realm_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_realm_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_realm_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_realm_v1_agent_proto_goTypes = []any{
 	(DriveEventKind)(0),      // 0: realm.v1.DriveEventKind
 	(DriveStream)(0),         // 1: realm.v1.DriveStream
@@ -1184,42 +919,41 @@ var file_realm_v1_agent_proto_goTypes = []any{
 	(*DriveOptions)(nil),     // 3: realm.v1.DriveOptions
 	(*DriveRunRequest)(nil),  // 4: realm.v1.DriveRunRequest
 	(*DriveLine)(nil),        // 5: realm.v1.DriveLine
-	(*ModelUsage)(nil),       // 6: realm.v1.ModelUsage
-	(*ModelCall)(nil),        // 7: realm.v1.ModelCall
-	(*DriveFailure)(nil),     // 8: realm.v1.DriveFailure
-	(*DriveEvent)(nil),       // 9: realm.v1.DriveEvent
-	(*DriveRunResponse)(nil), // 10: realm.v1.DriveRunResponse
-	(*WorkflowSource)(nil),   // 11: realm.v1.WorkflowSource
-	(*structpb.Struct)(nil),  // 12: google.protobuf.Struct
-	(*Caller)(nil),           // 13: realm.v1.Caller
-	(RunPhase)(0),            // 14: realm.v1.RunPhase
-	(*ChainedStep)(nil),      // 15: realm.v1.ChainedStep
-	(*Gate)(nil),             // 16: realm.v1.Gate
+	(*ModelCall)(nil),        // 6: realm.v1.ModelCall
+	(*DriveEvent)(nil),       // 7: realm.v1.DriveEvent
+	(*DriveRunResponse)(nil), // 8: realm.v1.DriveRunResponse
+	(*WorkflowSource)(nil),   // 9: realm.v1.WorkflowSource
+	(*structpb.Struct)(nil),  // 10: google.protobuf.Struct
+	(*Caller)(nil),           // 11: realm.v1.Caller
+	(*ModelUsage)(nil),       // 12: realm.v1.ModelUsage
+	(RunPhase)(0),            // 13: realm.v1.RunPhase
+	(*ChainedStep)(nil),      // 14: realm.v1.ChainedStep
+	(*Gate)(nil),             // 15: realm.v1.Gate
+	(*DriveFailure)(nil),     // 16: realm.v1.DriveFailure
 }
 var file_realm_v1_agent_proto_depIdxs = []int32{
-	11, // 0: realm.v1.DriveRunRequest.workflow_source:type_name -> realm.v1.WorkflowSource
-	12, // 1: realm.v1.DriveRunRequest.params:type_name -> google.protobuf.Struct
+	9,  // 0: realm.v1.DriveRunRequest.workflow_source:type_name -> realm.v1.WorkflowSource
+	10, // 1: realm.v1.DriveRunRequest.params:type_name -> google.protobuf.Struct
 	3,  // 2: realm.v1.DriveRunRequest.options:type_name -> realm.v1.DriveOptions
-	13, // 3: realm.v1.DriveRunRequest.caller:type_name -> realm.v1.Caller
+	11, // 3: realm.v1.DriveRunRequest.caller:type_name -> realm.v1.Caller
 	1,  // 4: realm.v1.DriveLine.stream:type_name -> realm.v1.DriveStream
-	6,  // 5: realm.v1.ModelCall.usage:type_name -> realm.v1.ModelUsage
-	6,  // 6: realm.v1.DriveFailure.usage:type_name -> realm.v1.ModelUsage
-	0,  // 7: realm.v1.DriveEvent.kind:type_name -> realm.v1.DriveEventKind
-	5,  // 8: realm.v1.DriveEvent.lines:type_name -> realm.v1.DriveLine
-	14, // 9: realm.v1.DriveEvent.run_phase:type_name -> realm.v1.RunPhase
-	7,  // 10: realm.v1.DriveEvent.model_call:type_name -> realm.v1.ModelCall
-	15, // 11: realm.v1.DriveEvent.chained:type_name -> realm.v1.ChainedStep
-	16, // 12: realm.v1.DriveEvent.gate:type_name -> realm.v1.Gate
-	8,  // 13: realm.v1.DriveEvent.failure:type_name -> realm.v1.DriveFailure
-	2,  // 14: realm.v1.DriveEvent.outcome:type_name -> realm.v1.DriveOutcome
-	9,  // 15: realm.v1.DriveRunResponse.event:type_name -> realm.v1.DriveEvent
-	4,  // 16: realm.v1.AgentService.DriveRun:input_type -> realm.v1.DriveRunRequest
-	10, // 17: realm.v1.AgentService.DriveRun:output_type -> realm.v1.DriveRunResponse
-	17, // [17:18] is the sub-list for method output_type
-	16, // [16:17] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	12, // 5: realm.v1.ModelCall.usage:type_name -> realm.v1.ModelUsage
+	0,  // 6: realm.v1.DriveEvent.kind:type_name -> realm.v1.DriveEventKind
+	5,  // 7: realm.v1.DriveEvent.lines:type_name -> realm.v1.DriveLine
+	13, // 8: realm.v1.DriveEvent.run_phase:type_name -> realm.v1.RunPhase
+	6,  // 9: realm.v1.DriveEvent.model_call:type_name -> realm.v1.ModelCall
+	14, // 10: realm.v1.DriveEvent.chained:type_name -> realm.v1.ChainedStep
+	15, // 11: realm.v1.DriveEvent.gate:type_name -> realm.v1.Gate
+	16, // 12: realm.v1.DriveEvent.failure:type_name -> realm.v1.DriveFailure
+	2,  // 13: realm.v1.DriveEvent.outcome:type_name -> realm.v1.DriveOutcome
+	7,  // 14: realm.v1.DriveRunResponse.event:type_name -> realm.v1.DriveEvent
+	4,  // 15: realm.v1.AgentService.DriveRun:input_type -> realm.v1.DriveRunRequest
+	8,  // 16: realm.v1.AgentService.DriveRun:output_type -> realm.v1.DriveRunResponse
+	16, // [16:17] is the sub-list for method output_type
+	15, // [15:16] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_agent_proto_init() }
@@ -1227,18 +961,17 @@ func file_realm_v1_agent_proto_init() {
 	if File_realm_v1_agent_proto != nil {
 		return
 	}
+	file_realm_v1_drive_proto_init()
 	file_realm_v1_engine_proto_init()
 	file_realm_v1_reply_proto_init()
 	file_realm_v1_agent_proto_msgTypes[0].OneofWrappers = []any{}
-	file_realm_v1_agent_proto_msgTypes[3].OneofWrappers = []any{}
-	file_realm_v1_agent_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_realm_v1_agent_proto_rawDesc), len(file_realm_v1_agent_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   8,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

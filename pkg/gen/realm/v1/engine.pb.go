@@ -3702,11 +3702,115 @@ func (x *ReclaimRunResponse) GetReply() *Reply {
 	return nil
 }
 
+type RecordDriveFailureRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Failure       *DriveFailure          `protobuf:"bytes,2,opt,name=failure,proto3" json:"failure,omitempty"`
+	Caller        *Caller                `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordDriveFailureRequest) Reset() {
+	*x = RecordDriveFailureRequest{}
+	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordDriveFailureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordDriveFailureRequest) ProtoMessage() {}
+
+func (x *RecordDriveFailureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordDriveFailureRequest.ProtoReflect.Descriptor instead.
+func (*RecordDriveFailureRequest) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *RecordDriveFailureRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *RecordDriveFailureRequest) GetFailure() *DriveFailure {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
+}
+
+func (x *RecordDriveFailureRequest) GetCaller() *Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+type RecordDriveFailureResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunVersion    int64                  `protobuf:"varint,1,opt,name=run_version,json=runVersion,proto3" json:"run_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordDriveFailureResponse) Reset() {
+	*x = RecordDriveFailureResponse{}
+	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordDriveFailureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordDriveFailureResponse) ProtoMessage() {}
+
+func (x *RecordDriveFailureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordDriveFailureResponse.ProtoReflect.Descriptor instead.
+func (*RecordDriveFailureResponse) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *RecordDriveFailureResponse) GetRunVersion() int64 {
+	if x != nil {
+		return x.RunVersion
+	}
+	return 0
+}
+
 var File_realm_v1_engine_proto protoreflect.FileDescriptor
 
 const file_realm_v1_engine_proto_rawDesc = "" +
 	"\n" +
-	"\x15realm/v1/engine.proto\x12\brealm.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14realm/v1/reply.proto\"\xad\x01\n" +
+	"\x15realm/v1/engine.proto\x12\brealm.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14realm/v1/drive.proto\x1a\x14realm/v1/reply.proto\"\xad\x01\n" +
 	"\x0eWorkflowSource\x12\x12\n" +
 	"\x04yaml\x18\x01 \x01(\fR\x04yaml\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x129\n" +
@@ -4033,7 +4137,14 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x05force\x18\x03 \x01(\bR\x05force\x12(\n" +
 	"\x06caller\x18\x04 \x01(\v2\x10.realm.v1.CallerR\x06caller\";\n" +
 	"\x12ReclaimRunResponse\x12%\n" +
-	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply2\xa6\f\n" +
+	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\x8e\x01\n" +
+	"\x19RecordDriveFailureRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x120\n" +
+	"\afailure\x18\x02 \x01(\v2\x16.realm.v1.DriveFailureR\afailure\x12(\n" +
+	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\"=\n" +
+	"\x1aRecordDriveFailureResponse\x12\x1f\n" +
+	"\vrun_version\x18\x01 \x01(\x03R\n" +
+	"runVersion2\x87\r\n" +
 	"\rEngineService\x12Y\n" +
 	"\x10ValidateWorkflow\x12!.realm.v1.ValidateWorkflowRequest\x1a\".realm.v1.ValidateWorkflowResponse\x12Y\n" +
 	"\x10RegisterWorkflow\x12!.realm.v1.RegisterWorkflowRequest\x1a\".realm.v1.RegisterWorkflowResponse\x12P\n" +
@@ -4058,7 +4169,8 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\bDrainRun\x12\x19.realm.v1.DrainRunRequest\x1a\x1a.realm.v1.DrainRunResponse\x12A\n" +
 	"\bPurgeRun\x12\x19.realm.v1.PurgeRunRequest\x1a\x1a.realm.v1.PurgeRunResponse\x12G\n" +
 	"\n" +
-	"ReclaimRun\x12\x1b.realm.v1.ReclaimRunRequest\x1a\x1c.realm.v1.ReclaimRunResponseB4Z2github.com/realm-go/realm/pkg/gen/realm/v1;realmv1b\x06proto3"
+	"ReclaimRun\x12\x1b.realm.v1.ReclaimRunRequest\x1a\x1c.realm.v1.ReclaimRunResponse\x12_\n" +
+	"\x12RecordDriveFailure\x12#.realm.v1.RecordDriveFailureRequest\x1a$.realm.v1.RecordDriveFailureResponseB4Z2github.com/realm-go/realm/pkg/gen/realm/v1;realmv1b\x06proto3"
 
 var (
 	file_realm_v1_engine_proto_rawDescOnce sync.Once
@@ -4072,7 +4184,7 @@ func file_realm_v1_engine_proto_rawDescGZIP() []byte {
 	return file_realm_v1_engine_proto_rawDescData
 }
 
-var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_realm_v1_engine_proto_goTypes = []any{
 	(*WorkflowSource)(nil),              // 0: realm.v1.WorkflowSource
 	(*Diagnostic)(nil),                  // 1: realm.v1.Diagnostic
@@ -4127,133 +4239,140 @@ var file_realm_v1_engine_proto_goTypes = []any{
 	(*PurgeRunResponse)(nil),            // 50: realm.v1.PurgeRunResponse
 	(*ReclaimRunRequest)(nil),           // 51: realm.v1.ReclaimRunRequest
 	(*ReclaimRunResponse)(nil),          // 52: realm.v1.ReclaimRunResponse
-	nil,                                 // 53: realm.v1.WorkflowSource.FilesEntry
-	(*timestamppb.Timestamp)(nil),       // 54: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 55: google.protobuf.Struct
-	(*structpb.ListValue)(nil),          // 56: google.protobuf.ListValue
-	(*Caller)(nil),                      // 57: realm.v1.Caller
-	(*Reply)(nil),                       // 58: realm.v1.Reply
-	(RunPhase)(0),                       // 59: realm.v1.RunPhase
-	(*NextAction)(nil),                  // 60: realm.v1.NextAction
-	(*structpb.Value)(nil),              // 61: google.protobuf.Value
+	(*RecordDriveFailureRequest)(nil),   // 53: realm.v1.RecordDriveFailureRequest
+	(*RecordDriveFailureResponse)(nil),  // 54: realm.v1.RecordDriveFailureResponse
+	nil,                                 // 55: realm.v1.WorkflowSource.FilesEntry
+	(*timestamppb.Timestamp)(nil),       // 56: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 57: google.protobuf.Struct
+	(*structpb.ListValue)(nil),          // 58: google.protobuf.ListValue
+	(*Caller)(nil),                      // 59: realm.v1.Caller
+	(*Reply)(nil),                       // 60: realm.v1.Reply
+	(RunPhase)(0),                       // 61: realm.v1.RunPhase
+	(*NextAction)(nil),                  // 62: realm.v1.NextAction
+	(*structpb.Value)(nil),              // 63: google.protobuf.Value
+	(*DriveFailure)(nil),                // 64: realm.v1.DriveFailure
 }
 var file_realm_v1_engine_proto_depIdxs = []int32{
-	53, // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
+	55, // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
 	1,  // 1: realm.v1.WorkflowReport.diagnostics:type_name -> realm.v1.Diagnostic
 	0,  // 2: realm.v1.ValidateWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
 	2,  // 3: realm.v1.ValidateWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
 	0,  // 4: realm.v1.RegisterWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
 	2,  // 5: realm.v1.RegisterWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
-	54, // 6: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
-	55, // 7: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
+	56, // 6: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
+	57, // 7: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
 	8,  // 8: realm.v1.ListWorkflowsResponse.workflows:type_name -> realm.v1.WorkflowSummary
 	9,  // 9: realm.v1.ListWorkflowsResponse.unreadable:type_name -> realm.v1.UnreadableWorkflow
-	55, // 10: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
-	56, // 11: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
-	55, // 12: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
-	57, // 13: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
-	58, // 14: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
-	55, // 15: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
-	57, // 16: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
-	58, // 17: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
-	55, // 18: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
+	57, // 10: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
+	58, // 11: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
+	57, // 12: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
+	59, // 13: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
+	60, // 14: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
+	57, // 15: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
+	59, // 16: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
+	60, // 17: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
+	57, // 18: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
 	17, // 19: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
-	57, // 20: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
-	55, // 21: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
-	59, // 22: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
-	60, // 23: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
+	59, // 20: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
+	57, // 21: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
+	61, // 22: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
+	62, // 23: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
 	19, // 24: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
 	20, // 25: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
-	58, // 26: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
-	55, // 27: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
-	55, // 28: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
+	60, // 26: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
+	57, // 27: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
+	57, // 28: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
 	22, // 29: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
-	57, // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
-	58, // 31: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
-	57, // 32: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
-	58, // 33: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
-	57, // 34: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
-	58, // 35: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
-	61, // 36: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
-	54, // 37: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
-	55, // 38: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
-	54, // 39: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
-	59, // 40: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
+	59, // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
+	60, // 31: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
+	59, // 32: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
+	60, // 33: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
+	59, // 34: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
+	60, // 35: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
+	63, // 36: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
+	56, // 37: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
+	57, // 38: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
+	56, // 39: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
+	61, // 40: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
 	30, // 41: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
-	54, // 42: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
-	54, // 43: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
-	55, // 44: realm.v1.RunState.params:type_name -> google.protobuf.Struct
-	60, // 45: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
-	55, // 46: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
-	55, // 47: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
-	55, // 48: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
+	56, // 42: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
+	56, // 43: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
+	57, // 44: realm.v1.RunState.params:type_name -> google.protobuf.Struct
+	62, // 45: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
+	57, // 46: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
+	57, // 47: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
+	57, // 48: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
 	31, // 49: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
-	58, // 50: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
-	57, // 51: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
-	59, // 52: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
-	58, // 53: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
+	60, // 50: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
+	59, // 51: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
+	61, // 52: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
+	60, // 53: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
 	22, // 54: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
-	57, // 55: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
+	59, // 55: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
 	36, // 56: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
-	58, // 57: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
-	59, // 58: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
-	59, // 59: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
-	54, // 60: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	54, // 61: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	54, // 62: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
-	54, // 63: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	60, // 57: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
+	61, // 58: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
+	61, // 59: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
+	56, // 60: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	56, // 61: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	56, // 62: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	56, // 63: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
 	39, // 64: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	57, // 65: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	58, // 66: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	57, // 67: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	58, // 68: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
-	57, // 69: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
-	58, // 70: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
-	3,  // 71: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	5,  // 72: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	7,  // 73: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	11, // 74: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	13, // 75: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	15, // 76: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	18, // 77: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	23, // 78: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	25, // 79: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	27, // 80: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	29, // 81: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	33, // 82: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	35, // 83: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	38, // 84: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	41, // 85: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	43, // 86: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	45, // 87: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	47, // 88: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	49, // 89: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	51, // 90: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
-	4,  // 91: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	6,  // 92: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	10, // 93: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	12, // 94: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	14, // 95: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	16, // 96: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	21, // 97: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	24, // 98: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	26, // 99: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	28, // 100: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	32, // 101: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	34, // 102: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	37, // 103: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	40, // 104: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	42, // 105: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	44, // 106: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	46, // 107: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	48, // 108: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	50, // 109: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	52, // 110: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
-	91, // [91:111] is the sub-list for method output_type
-	71, // [71:91] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	59, // 65: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	60, // 66: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	59, // 67: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	60, // 68: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	59, // 69: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
+	60, // 70: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
+	64, // 71: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
+	59, // 72: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
+	3,  // 73: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	5,  // 74: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	7,  // 75: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	11, // 76: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	13, // 77: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	15, // 78: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	18, // 79: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	23, // 80: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	25, // 81: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	27, // 82: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	29, // 83: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	33, // 84: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	35, // 85: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	38, // 86: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	41, // 87: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	43, // 88: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	45, // 89: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	47, // 90: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	49, // 91: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	51, // 92: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
+	53, // 93: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
+	4,  // 94: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	6,  // 95: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	10, // 96: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	12, // 97: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	14, // 98: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	16, // 99: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	21, // 100: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	24, // 101: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	26, // 102: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	28, // 103: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	32, // 104: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	34, // 105: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	37, // 106: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	40, // 107: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	42, // 108: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	44, // 109: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	46, // 110: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	48, // 111: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	50, // 112: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	52, // 113: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
+	54, // 114: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
+	94, // [94:115] is the sub-list for method output_type
+	73, // [73:94] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
@@ -4261,6 +4380,7 @@ func file_realm_v1_engine_proto_init() {
 	if File_realm_v1_engine_proto != nil {
 		return
 	}
+	file_realm_v1_drive_proto_init()
 	file_realm_v1_reply_proto_init()
 	file_realm_v1_engine_proto_msgTypes[18].OneofWrappers = []any{}
 	file_realm_v1_engine_proto_msgTypes[25].OneofWrappers = []any{}
@@ -4273,7 +4393,7 @@ func file_realm_v1_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_realm_v1_engine_proto_rawDesc), len(file_realm_v1_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   54,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,7 @@ const (
 	EngineService_DrainRun_FullMethodName            = "/realm.v1.EngineService/DrainRun"
 	EngineService_PurgeRun_FullMethodName            = "/realm.v1.EngineService/PurgeRun"
 	EngineService_ReclaimRun_FullMethodName          = "/realm.v1.EngineService/ReclaimRun"
+	EngineService_RecordDriveFailure_FullMethodName  = "/realm.v1.EngineService/RecordDriveFailure"
 )
 
 // EngineServiceClient is the client API for EngineService service.
@@ -72,6 +73,9 @@ type EngineServiceClient interface {
 	DrainRun(ctx context.Context, in *DrainRunRequest, opts ...grpc.CallOption) (*DrainRunResponse, error)
 	PurgeRun(ctx context.Context, in *PurgeRunRequest, opts ...grpc.CallOption) (*PurgeRunResponse, error)
 	ReclaimRun(ctx context.Context, in *ReclaimRunRequest, opts ...grpc.CallOption) (*ReclaimRunResponse, error)
+	// RecordDriveFailure records a failed drive by the agent driver on the run
+	// (the last five kept), so the run's health shows drive_failing.
+	RecordDriveFailure(ctx context.Context, in *RecordDriveFailureRequest, opts ...grpc.CallOption) (*RecordDriveFailureResponse, error)
 }
 
 type engineServiceClient struct {
@@ -282,6 +286,16 @@ func (c *engineServiceClient) ReclaimRun(ctx context.Context, in *ReclaimRunRequ
 	return out, nil
 }
 
+func (c *engineServiceClient) RecordDriveFailure(ctx context.Context, in *RecordDriveFailureRequest, opts ...grpc.CallOption) (*RecordDriveFailureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordDriveFailureResponse)
+	err := c.cc.Invoke(ctx, EngineService_RecordDriveFailure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EngineServiceServer is the server API for EngineService service.
 // All implementations must embed UnimplementedEngineServiceServer
 // for forward compatibility.
@@ -313,6 +327,9 @@ type EngineServiceServer interface {
 	DrainRun(context.Context, *DrainRunRequest) (*DrainRunResponse, error)
 	PurgeRun(context.Context, *PurgeRunRequest) (*PurgeRunResponse, error)
 	ReclaimRun(context.Context, *ReclaimRunRequest) (*ReclaimRunResponse, error)
+	// RecordDriveFailure records a failed drive by the agent driver on the run
+	// (the last five kept), so the run's health shows drive_failing.
+	RecordDriveFailure(context.Context, *RecordDriveFailureRequest) (*RecordDriveFailureResponse, error)
 	mustEmbedUnimplementedEngineServiceServer()
 }
 
@@ -382,6 +399,9 @@ func (UnimplementedEngineServiceServer) PurgeRun(context.Context, *PurgeRunReque
 }
 func (UnimplementedEngineServiceServer) ReclaimRun(context.Context, *ReclaimRunRequest) (*ReclaimRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReclaimRun not implemented")
+}
+func (UnimplementedEngineServiceServer) RecordDriveFailure(context.Context, *RecordDriveFailureRequest) (*RecordDriveFailureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordDriveFailure not implemented")
 }
 func (UnimplementedEngineServiceServer) mustEmbedUnimplementedEngineServiceServer() {}
 func (UnimplementedEngineServiceServer) testEmbeddedByValue()                       {}
@@ -764,6 +784,24 @@ func _EngineService_ReclaimRun_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EngineService_RecordDriveFailure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordDriveFailureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).RecordDriveFailure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_RecordDriveFailure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).RecordDriveFailure(ctx, req.(*RecordDriveFailureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EngineService_ServiceDesc is the grpc.ServiceDesc for EngineService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -850,6 +888,10 @@ var EngineService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReclaimRun",
 			Handler:    _EngineService_ReclaimRun_Handler,
+		},
+		{
+			MethodName: "RecordDriveFailure",
+			Handler:    _EngineService_RecordDriveFailure_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,45 @@
+// Package adapters holds the built-in service adapters of the spec's
+// catalog (§13.2) that the adapter runner serves: `http` (the generic
+// HTTP/JSON adapter) and `filesystem`, each a runner.Adapter.
+//
+// What a call's config holds (CallAdapterRequest.config, built by the
+// engine, spec §13.1): {adapter, trust} from the workflow's service, the
+// step's config merged on top, then `service` (the service's name in the
+// workflow) and `rate_limit` (the service's block, when it has one) set by
+// the engine last. `service` and `rate_limit` key the per-service token
+// bucket and the 429 waits; the other keys are the adapter's settings.
+package adapters
+
+import (
+	"fmt"
+
+	"github.com/realm-go/realm/pkg/runner"
+)
+
+// Catalog names served by this runner.
+const (
+	NameHTTP       = "http"
+	NameFilesystem = "filesystem"
+)
+
+// CatalogNames are the spec's ten catalog names (§13.2).
+var CatalogNames = []string{"github", "slack", "http", "airtable", "gorgias", "shopify", "notion", "parcelpanel", "filesystem", "mock"}
+
+// Catalog returns the built-in adapters under their catalog names: `http`
+// (every setting from the call's config) and, when fsRoot is not empty,
+// `filesystem` confined to fsRoot.
+func Catalog(opts Options, fsRoot string) (map[string]runner.Adapter, error) {
+	h, err := NewHTTP(NameHTTP, nil, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]runner.Adapter{NameHTTP: h}
+	if fsRoot != "" {
+		fs, err := NewFilesystem(fsRoot)
+		if err != nil {
+			return nil, fmt.Errorf("filesystem adapter root '%s': %w", fsRoot, err)
+		}
+		out[NameFilesystem] = fs
+	}
+	return out, nil
+}
