@@ -24,6 +24,7 @@ require (
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/realm-go/realm/engine-svc v0.0.0
+	github.com/realm-go/realm/listen-svc v0.0.0
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
@@ -38,3 +39,5 @@ require (
 )
 
 replace github.com/realm-go/realm/engine-svc => ../engine-svc
+
+replace github.com/realm-go/realm/listen-svc => ../listen-svc

@@ -94,6 +94,13 @@ start mcp-svc --addr "$MCP_ADDR" --engine-addr "$ENGINE_ADDR" --dev
 AGENT_ADDR=${REALM_AGENT_ADDR:-127.0.0.1:7071}
 start agent-svc --addr "$AGENT_ADDR" --engine-addr "$ENGINE_ADDR"
 
+# The webhook front door: serves the trigger: blocks of every registered
+# workflow (one registered later is served without a restart) and hands
+# each accepted delivery's run to agent-svc. REALM_LISTEN_MODEL names the
+# model its drives use; delivery ids stay in its memory (no Redis here).
+LISTEN_ADDR=127.0.0.1:8090
+REDIS_URL='' start listen-svc --addr "$LISTEN_ADDR" --engine-addr "$ENGINE_ADDR" --agent-addr "$AGENT_ADDR"
+
 shopt -s nullglob
 for wf in examples/*.yaml examples/*/workflow.yaml; do
 	bin/realm workflow register "$wf" || echo "(not registered: $wf)"
@@ -105,6 +112,7 @@ echo "Realm is running (store: $DATA_DIR). Front doors:"
 echo "  engine-svc (gRPC): $ENGINE_ADDR"
 echo "  mcp-svc (MCP, streamable HTTP): http://$MCP_ADDR/mcp (dev mode: no token)"
 echo "  agent-svc (gRPC): $AGENT_ADDR"
+echo "  listen-svc (webhooks): http://$LISTEN_ADDR"
 echo "  example-runner: handlers for examples/orders.yaml (registered with engine-svc)"
 echo "  adapter-runner: the http and filesystem adapters for uses_service steps"
 echo

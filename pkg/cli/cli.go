@@ -134,6 +134,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.runReclaimCommand(), a.runDrainCommand(), a.runResumeCommand(), a.runPurgeCommand(), a.runExportCommand())
 	root.AddCommand(a.workflowCommand(), run, a.serveCommand(), a.mcpCommand())
 	root.AddCommand(a.agentCommand())
+	root.AddCommand(a.listenCommand(), a.webhookRemovedCommand())
 	return root
 }
 

@@ -177,6 +177,7 @@ func (e *Engine) runStep(ctx context.Context, runID string, run *record.Run, s *
 			}
 		}
 		a := e.tryOnce(ctx, runID, run, s, c, n, per)
+		a.finished = time.Now()
 		out.attempts = append(out.attempts, a)
 		if a.err == "" || !a.retry || (a.timeout && (s.Retry == nil || !s.Retry.OnTimeout)) {
 			break
@@ -207,7 +208,6 @@ func backoff(r *workflow.Retry, n int) time.Duration {
 
 func (e *Engine) tryOnce(ctx context.Context, runID string, run *record.Run, s *workflow.Step, c claimed, n int, per time.Duration) attempt {
 	a := attempt{n: n, started: time.Now()}
-	defer func() { a.finished = time.Now() }()
 	cctx, cancel := context.WithTimeout(ctx, per)
 	defer cancel()
 	if s.UsesService != "" {
@@ -220,14 +220,12 @@ func (e *Engine) tryOnce(ctx context.Context, runID string, run *record.Run, s *
 			if ce, ok := errcode.As(err); ok {
 				a.err, a.code = ce.Message, ce.Code
 			}
-			a.finished = time.Now()
 			return a
 		}
 		a.resp = &realmv1.ExecuteHandlerResponse{Data: toValue(out)}
 		if warn != "" {
 			a.resp.Warn = &warn
 		}
-		a.finished = time.Now()
 		return a
 	}
 	r, err := e.reg.Pick(ctx, s.Handler, false)

@@ -105,10 +105,14 @@ func (e *Engine) ListWorkflows(ctx context.Context, _ *realmv1.ListWorkflowsRequ
 			resp.Unreadable = append(resp.Unreadable, &realmv1.UnreadableWorkflow{Id: rec.ID, Reason: err.Error()})
 			continue
 		}
-		resp.Workflows = append(resp.Workflows, &realmv1.WorkflowSummary{
+		sum := &realmv1.WorkflowSummary{
 			Id: d.ID, Name: d.Name, Version: d.Version, Description: d.Description,
 			StepCount: int32(len(d.Steps)), RegisteredAt: timestamppb.New(rec.RegisteredAt),
-		})
+		}
+		if d.Trigger != nil {
+			sum.Trigger = toStruct(d.Trigger) // what listen-svc serves
+		}
+		resp.Workflows = append(resp.Workflows, sum)
 	}
 	if n := len(resp.Unreadable); n > 0 {
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("%d registered workflow(s) could not be read; do not create a replacement until an operator has looked.", n))

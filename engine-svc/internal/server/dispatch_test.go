@@ -163,6 +163,14 @@ func TestEachHandlerOutcomeIsRecordedAsTheSeedSays(t *testing.T) {
 					if c.attempts > 0 && len(ev) != c.attempts {
 						t.Errorf("%d evidence entries, want one per attempt (%d)", len(ev), c.attempts)
 					}
+					for _, raw := range ev {
+						var entry struct {
+							DurationMS int64 `json:"duration_ms"`
+						}
+						if err := jsonUnmarshal(raw, &entry); err != nil || entry.DurationMS < 0 || entry.DurationMS > 60000 {
+							t.Errorf("entry duration = %d (%v): %s", entry.DurationMS, err, raw)
+						}
+					}
 					if c.output != "" {
 						snap, _ := e.st.LoadRun(ctx(t), r.GetRunId())
 						var out any

@@ -1,0 +1,271 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/realm-go/realm/listen-svc/dedup"
+	"github.com/realm-go/realm/listen-svc/trigger"
+	"github.com/realm-go/realm/pkg/errcode"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/reply"
+)
+
+// Defaults of the request limits (listen spec §2.1).
+const (
+	DefaultMaxBodyBytes  = 1 << 20
+	DefaultBodyTimeout   = 5 * time.Second
+	DefaultMaxConcurrent = 20
+)
+
+// Options configure a Server.
+type Options struct {
+	Catalog    Catalog
+	Engine     realmv1.EngineServiceClient
+	Dispatcher Dispatcher
+	// Dedup remembers delivery ids; nil is a process-local Memory store.
+	Dedup dedup.Store
+	Log   *Logger
+	// MaxConcurrent bounds the requests handled at once; 0 or less is no
+	// limit (the original's answer to a non-numeric --max-concurrent).
+	MaxConcurrent int
+	MaxBodyBytes  int64
+	BodyTimeout   time.Duration
+	// Caller is recorded on the runs the listener creates.
+	Caller *realmv1.Caller
+	// Now is the clock for timestamp checks (nil: time.Now).
+	Now func() time.Time
+	// CallTimeout bounds each engine call (0: 30s).
+	CallTimeout time.Duration
+}
+
+// Server is the webhook HTTP handler.
+type Server struct {
+	o        Options
+	inFlight atomic.Int64
+}
+
+// New returns a Server; zero limits take their defaults.
+func New(o Options) *Server {
+	if o.Dedup == nil {
+		o.Dedup = dedup.NewMemory(nil)
+	}
+	if o.Log == nil {
+		o.Log = NewLogger(nil, nil, LevelError)
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 30 * time.Second
+	}
+	return &Server{o: o}
+}
+
+// InFlight counts the requests past the busy check and not yet answered.
+func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
+
+// field is one key of a reply body; bodies keep their keys in order.
+type field struct{ k, v string }
+
+func send(w http.ResponseWriter, code int, fields ...field) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, f := range fields {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(jsonText(f.k) + ":" + jsonText(f.v))
+	}
+	b.WriteByte('}')
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, b.String())
+}
+
+func forbidden(w http.ResponseWriter) { send(w, http.StatusForbidden, field{"error", "forbidden"}) }
+
+// hangUp closes the connection without a reply (an oversized or slow
+// body, spec §5 row 4).
+func hangUp(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	// A transport that cannot hand over its connection aborts the reply.
+	panic(http.ErrAbortHandler)
+}
+
+// ServeHTTP runs the request pipeline of listen spec §5, in its order: the
+// first failing check answers.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		send(w, http.StatusMethodNotAllowed, field{"error", "method_not_allowed"})
+		return
+	}
+	m := s.o.Catalog.Lookup(r.Context(), r.URL.Path)
+	if m == nil {
+		forbidden(w)
+		return
+	}
+	if n := s.inFlight.Add(1); s.o.MaxConcurrent > 0 && n > int64(s.o.MaxConcurrent) {
+		s.inFlight.Add(-1)
+		send(w, http.StatusServiceUnavailable, field{"error", "busy"}, field{"status", "rejected"})
+		return
+	}
+	defer s.inFlight.Add(-1)
+
+	body, ok := s.readBody(w, r)
+	if !ok {
+		hangUp(w)
+		return
+	}
+	media, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	if mt, _, err := mime.ParseMediaType(media); err != nil || !strings.EqualFold(mt, "application/json") {
+		send(w, http.StatusUnsupportedMediaType, field{"error", "unsupported_media_type"})
+		return
+	}
+	t := m.Trigger
+	req := trigger.NewRequest(r.Header, nil)
+	if h := t.Auth.SecurityHeader(); h != "" && req.Repeated[strings.ToLower(h)] {
+		s.o.Log.Warn("webhook: duplicated security header", KV{"path", m.Path}, KV{"header", strings.ToLower(h)})
+		forbidden(w)
+		return
+	}
+	if !t.Auth.Verify(req, body, m.Secret, s.o.Now()) {
+		s.o.Log.Warn("webhook: verification failed", KV{"path", m.Path}, KV{"mode", t.Auth.Mode})
+		forbidden(w)
+		return
+	}
+	if err := json.Unmarshal(body, &req.Body); err != nil {
+		send(w, http.StatusBadRequest, field{"error", "invalid_json"})
+		return
+	}
+	if !t.Matches(req) {
+		s.o.Log.Debug("webhook: filtered out", KV{"path", m.Path})
+		send(w, http.StatusOK, field{"status", "ignored"})
+		return
+	}
+	id, hasID := t.DeliveryID(req)
+	if t.Dedup != nil && !hasID {
+		if t.Dedup.RejectMissing {
+			send(w, http.StatusBadRequest, field{"error", "dedup_id_unresolvable"}, field{"status", "rejected"})
+			return
+		}
+		s.o.Log.Warn("webhook: dedup id unresolvable, proceeding without dedup", KV{"path", m.Path})
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.o.CallTimeout)
+	defer cancel()
+	if hasID {
+		seen, err := s.o.Dedup.Seen(ctx, m.WorkflowID, id)
+		if err != nil {
+			// The run's idempotency key still catches a repeat.
+			s.o.Log.Error("webhook: failed to read dedup id", KV{"path", m.Path}, KV{"error", err.Error()})
+		}
+		if seen {
+			s.o.Log.Debug("webhook: deduplicated", KV{"path", m.Path})
+			send(w, http.StatusOK, field{"status", "deduplicated"})
+			return
+		}
+	}
+	params, missing := t.Params(req)
+	for _, p := range missing {
+		s.o.Log.Warn("webhook params: could not resolve path", KV{"path", p})
+	}
+	s.start(ctx, w, m, params, id)
+}
+
+// readBody reads the whole body within the size and time limits.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.ContentLength > s.o.MaxBodyBytes {
+		return nil, false
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.o.BodyTimeout))
+	body, err := io.ReadAll(io.LimitReader(r.Body, s.o.MaxBodyBytes+1))
+	if err != nil || int64(len(body)) > s.o.MaxBodyBytes {
+		return nil, false
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	return body, true
+}
+
+// start creates the run (params checked by the engine against
+// params_schema; the delivery id as idempotency key) and hands it over.
+func (s *Server) start(ctx context.Context, w http.ResponseWriter, m *Mount, params map[string]any, id string) {
+	ps, err := structpb.NewStruct(params)
+	if err != nil {
+		s.o.Log.Error("listen: unhandled handler error", KV{"path", m.Path}, KV{"error", err.Error()})
+		send(w, http.StatusInternalServerError, field{"error", "internal_error"})
+		return
+	}
+	resp, err := s.o.Engine.StartRun(ctx, &realmv1.StartRunRequest{
+		WorkflowId: m.WorkflowID, Params: ps, IdempotencyKey: id, Caller: s.o.Caller,
+	})
+	rep := resp.GetReply()
+	if err == nil && rep.GetStatus() == realmv1.ReplyStatus_REPLY_STATUS_ERROR {
+		msg := strings.Join(rep.GetErrors(), " ")
+		if rep.GetErrorCode() == string(errcode.ValidationInputSchema) && rep.GetRunId() == "" {
+			s.o.Log.Info("webhook: rejected params_invalid — " + msg)
+			send(w, http.StatusBadRequest, field{"error", "params_invalid"}, field{"message", msg}, field{"status", "rejected"})
+			return
+		}
+		err = errors.New(msg)
+	}
+	if err == nil && rep.GetRunId() == "" {
+		err = errors.New("the engine named no run")
+	}
+	if err != nil {
+		s.o.Log.Error("webhook: run creation failed", KV{"path", m.Path}, KV{"error", err.Error()})
+		send(w, http.StatusInternalServerError, field{"error", "store_error"}, field{"status", "failed"})
+		return
+	}
+	runID := rep.GetRunId()
+	if rep.GetDeduped() {
+		// The delivery id already names a run (any phase): nothing starts
+		// and nothing is written to it (workflow-file spec §16).
+		s.remember(ctx, m, id)
+		s.o.Log.Debug("webhook: deduplicated", KV{"path", m.Path})
+		send(w, http.StatusOK, field{"status", "deduplicated"}, field{"run_id", runID}, field{"run_phase", reply.PhaseWord(rep.GetRunPhase())})
+		return
+	}
+	if err := s.o.Dispatcher.Dispatch(ctx, runID); err != nil {
+		s.o.Log.Error("webhook: spawn failed", KV{"path", m.Path}, KV{"run_id", runID}, KV{"error", err.Error()})
+		if _, aerr := s.o.Engine.AbandonRun(ctx, &realmv1.AbandonRunRequest{
+			RunId: runID, Reason: "spawn_failure: " + err.Error(), Caller: s.o.Caller,
+		}); aerr != nil {
+			s.o.Log.Error("webhook: failed to mark spawn_failed", KV{"run_id", runID}, KV{"error", aerr.Error()})
+		}
+		send(w, http.StatusInternalServerError, field{"error", "spawn_failed"}, field{"run_id", runID}, field{"status", "failed"})
+		return
+	}
+	s.remember(ctx, m, id)
+	// No OS process is started: "pid" stays for log parity and is null.
+	s.o.Log.Info("webhook: dispatched", KV{"path", m.Path}, KV{"run_id", runID}, KV{"pid", nil})
+	send(w, http.StatusAccepted, field{"run_id", runID}, field{"status", "accepted"})
+}
+
+func (s *Server) remember(ctx context.Context, m *Mount, id string) {
+	if id == "" || m.Trigger.Dedup == nil {
+		return
+	}
+	if err := s.o.Dedup.Remember(ctx, m.WorkflowID, id, m.Trigger.Dedup.TTL); err != nil {
+		s.o.Log.Error("webhook: failed to record dedup id", KV{"path", m.Path}, KV{"error", err.Error()})
+	}
+}
