@@ -62,6 +62,11 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 				fmt.Sprintf("✗ Step '%s' failed: the model's answer cannot be sent: %s", step, err), d.reattachLine())
 		}
 		req := &realmv1.ExecuteStepRequest{RunId: d.runID, Command: step, Params: params, Caller: d.o.Caller}
+		// The requests behind this answer (repairs included) are billed to
+		// the attempt the engine records; it derives include_steps' cost.
+		for _, u := range billed {
+			req.Usage = append(req.Usage, usageProto(u))
+		}
 		if d.o.MintWriterNonce {
 			req.WriterNonce = newNonce()
 		}

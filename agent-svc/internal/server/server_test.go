@@ -187,6 +187,18 @@ func TestDriveTakesARunToCompletionWithEachProvider(t *testing.T) {
 					t.Errorf("output lacks %q:\n%s", want, out)
 				}
 			}
+			// The usage the model reported lands in include_steps as cost.
+			sr, err := eng.GetRunState(ctx(t), &realmv1.GetRunStateRequest{RunId: run, IncludeSteps: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps := sr.GetState().GetExtra().AsMap()["steps"].(map[string]any)
+			attempt := steps["classify"].(map[string]any)["attempts"].([]any)[0].(map[string]any)
+			cost, _ := attempt["cost"].(map[string]any)
+			if cost["requests"] != 1.0 || fmt.Sprint(cost["prompt"]) != "map[of:1 only_request_index:0 reported:1 value:40]" ||
+				fmt.Sprint(cost["output"]) != "map[of:1 only_request_index:0 reported:1 value:7]" || attempt["cost_unrecorded"] != nil {
+				t.Errorf("classify attempt = %v", attempt)
+			}
 			calls := ofKind(evs, realmv1.DriveEventKind_DRIVE_EVENT_KIND_MODEL_CALL)
 			if len(calls) != 2 || calls[0].GetModelCall().GetProvider() != kind || calls[0].GetModelCall().GetUsage().GetOutputTokens() != 7 ||
 				calls[0].GetModelCall().GetUsage().GetPromptTokens() != 40 {

@@ -22,7 +22,7 @@ func (e *Engine) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepReques
 	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
 		t.compose = nil
 		t.caller = req.GetCaller()
-		t.traceIn, t.nonce = req.GetTrace(), req.GetWriterNonce()
+		t.traceIn, t.nonce, t.usage = req.GetTrace(), req.GetWriterNonce(), req.GetUsage()
 		return t.execute(command, answer, req.GetCaller())
 	})
 	if reply, ok := readFailure(command, req.GetRunId(), err); ok {
@@ -178,6 +178,9 @@ func (t *txn) answer(s *workflow.Step, answer map[string]any, caller *realmv1.Ca
 	e.OutputSummary = answer
 	e.DrivenBy = holderOf(caller)
 	e.Diagnostics = map[string]any{"validation_rejections": t.run.ValidationRejections[s.Name]}
+	if len(t.usage) > 0 {
+		e.Diagnostics["cache"] = cacheDiagnostics(t.usage)
+	}
 	trace, summary, own, anon, foreign := t.adoptTrace(s.Name, t.nonce, t.traceIn)
 	e.Trace, e.TraceSummary = trace, summary
 	t.adopted = &[3]int{own, anon, foreign}

@@ -246,7 +246,9 @@ func (t *txn) stepsView(ctx context.Context) map[string]any {
 		} else {
 			a["driven_by"] = map[string]any{"by": nil, "absent_cause": "driver_not_recorded"}
 		}
-		if st := t.stepOf(e.StepID); st != nil && st.Execution == workflow.KindAgent {
+		if cost := costOf(e.Diagnostics); cost != nil {
+			a["cost"] = cost
+		} else if st := t.stepOf(e.StepID); st != nil && st.Execution == workflow.KindAgent {
 			a["cost_unrecorded"] = "not_measured_by_realm"
 		}
 		s["attempts"] = append(attempts, a)
@@ -315,4 +317,84 @@ func (t *txn) waitingOnAnswer() []string {
 		}
 	}
 	return out
+}
+
+// cacheDiagnostics is the evidence's diagnostics.cache for the requests
+// behind an answer (run-record spec §3.1). A counter no request reported
+// is left out, never written as 0.
+func cacheDiagnostics(usage []*realmv1.ModelUsage) map[string]any {
+	var requests []any
+	cacheSeen, read, created := false, int64(0), int64(0)
+	for _, u := range usage {
+		r := map[string]any{"request_index": u.GetRequestIndex()}
+		if u.GetRequestStart() != "" {
+			r["request_start"] = u.GetRequestStart()
+		}
+		put := func(key string, v *int64) {
+			if v != nil {
+				r[key] = *v
+			}
+		}
+		put("prompt_tokens", u.PromptTokens)
+		put("uncached_input_tokens", u.UncachedInputTokens)
+		put("cache_read_input_tokens", u.CacheReadInputTokens)
+		put("cache_creation_input_tokens", u.CacheCreationInputTokens)
+		put("output_tokens", u.OutputTokens)
+		if u.CacheReadInputTokens != nil || u.CacheCreationInputTokens != nil {
+			cacheSeen = true
+			read += u.GetCacheReadInputTokens()
+			created += u.GetCacheCreationInputTokens()
+		}
+		requests = append(requests, r)
+	}
+	state, basis := "unobservable", "unobservable"
+	if cacheSeen {
+		basis = "provider_reported"
+		switch {
+		case read > 0:
+			state = "engaged"
+		case created > 0:
+			state = "write_only"
+		default:
+			state = "never_engaged"
+		}
+	}
+	return map[string]any{"state": state, "basis": basis, "requests": requests}
+}
+
+// costOf derives an attempt's cost from its diagnostics.cache (seed 001
+// include_steps): each number is {value, reported, of} and, when one
+// request alone reported it, only_request_index. A number no request
+// reported is absent.
+func costOf(diag map[string]any) map[string]any {
+	cache, _ := diag["cache"].(map[string]any)
+	reqs, _ := cache["requests"].([]any)
+	if len(reqs) == 0 {
+		return nil
+	}
+	cost := map[string]any{"requests": len(reqs), "basis": cache["basis"], "state": cache["state"]}
+	for field, key := range map[string]string{
+		"prompt": "prompt_tokens", "output": "output_tokens", "cache_read": "cache_read_input_tokens",
+		"cache_write": "cache_creation_input_tokens", "uncached_input": "uncached_input_tokens",
+	} {
+		var sum float64
+		reported, only := 0, -1
+		for i, r := range reqs {
+			m, _ := r.(map[string]any)
+			if v, ok := m[key].(float64); ok {
+				sum += v
+				reported++
+				only = i
+			}
+		}
+		if reported == 0 {
+			continue
+		}
+		n := map[string]any{"value": sum, "reported": reported, "of": len(reqs)}
+		if reported == 1 {
+			n["only_request_index"] = only
+		}
+		cost[field] = n
+	}
+	return cost
 }

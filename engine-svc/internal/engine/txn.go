@@ -61,7 +61,9 @@ type txn struct {
 	expired *expiry
 	// traceIn and nonce are execute_step's trace entries and writer_nonce.
 	traceIn []*realmv1.TraceEntry
-	nonce   string
+	// usage is what the model requests behind an answer reported.
+	usage []*realmv1.ModelUsage
+	nonce string
 	// adopted counts the trace entries an agent step's record took.
 	adopted *[3]int
 	// dispatch are the handler steps this write claimed, to run after it.

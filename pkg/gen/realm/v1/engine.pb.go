@@ -1546,13 +1546,16 @@ func (x *TraceEntry) GetData() *structpb.Struct {
 }
 
 type ExecuteStepRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	Command       string                 `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
-	Params        *structpb.Struct       `protobuf:"bytes,3,opt,name=params,proto3" json:"params,omitempty"`
-	Trace         []*TraceEntry          `protobuf:"bytes,4,rep,name=trace,proto3" json:"trace,omitempty"`
-	WriterNonce   string                 `protobuf:"bytes,5,opt,name=writer_nonce,json=writerNonce,proto3" json:"writer_nonce,omitempty"`
-	Caller        *Caller                `protobuf:"bytes,6,opt,name=caller,proto3" json:"caller,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	RunId       string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Command     string                 `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	Params      *structpb.Struct       `protobuf:"bytes,3,opt,name=params,proto3" json:"params,omitempty"`
+	Trace       []*TraceEntry          `protobuf:"bytes,4,rep,name=trace,proto3" json:"trace,omitempty"`
+	WriterNonce string                 `protobuf:"bytes,5,opt,name=writer_nonce,json=writerNonce,proto3" json:"writer_nonce,omitempty"`
+	Caller      *Caller                `protobuf:"bytes,6,opt,name=caller,proto3" json:"caller,omitempty"`
+	// usage is what the model requests behind this answer reported, when
+	// Realm's own driver made them (one entry per request).
+	Usage         []*ModelUsage `protobuf:"bytes,7,rep,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1625,6 +1628,13 @@ func (x *ExecuteStepRequest) GetWriterNonce() string {
 func (x *ExecuteStepRequest) GetCaller() *Caller {
 	if x != nil {
 		return x.Caller
+	}
+	return nil
+}
+
+func (x *ExecuteStepRequest) GetUsage() []*ModelUsage {
+	if x != nil {
+		return x.Usage
 	}
 	return nil
 }
@@ -3939,14 +3949,15 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"TraceEntry\x12\x14\n" +
 	"\x05event\x18\x01 \x01(\tR\x05event\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\tR\ttimestamp\x12+\n" +
-	"\x04data\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04data\"\xef\x01\n" +
+	"\x04data\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04data\"\x9b\x02\n" +
 	"\x12ExecuteStepRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x12/\n" +
 	"\x06params\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06params\x12*\n" +
 	"\x05trace\x18\x04 \x03(\v2\x14.realm.v1.TraceEntryR\x05trace\x12!\n" +
 	"\fwriter_nonce\x18\x05 \x01(\tR\vwriterNonce\x12(\n" +
-	"\x06caller\x18\x06 \x01(\v2\x10.realm.v1.CallerR\x06caller\"<\n" +
+	"\x06caller\x18\x06 \x01(\v2\x10.realm.v1.CallerR\x06caller\x12*\n" +
+	"\x05usage\x18\a \x03(\v2\x14.realm.v1.ModelUsageR\x05usage\"<\n" +
 	"\x13ExecuteStepResponse\x12%\n" +
 	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\xaa\x02\n" +
 	"\x1aSubmitHumanResponseRequest\x12\x15\n" +
@@ -4249,8 +4260,9 @@ var file_realm_v1_engine_proto_goTypes = []any{
 	(*Reply)(nil),                       // 60: realm.v1.Reply
 	(RunPhase)(0),                       // 61: realm.v1.RunPhase
 	(*NextAction)(nil),                  // 62: realm.v1.NextAction
-	(*structpb.Value)(nil),              // 63: google.protobuf.Value
-	(*DriveFailure)(nil),                // 64: realm.v1.DriveFailure
+	(*ModelUsage)(nil),                  // 63: realm.v1.ModelUsage
+	(*structpb.Value)(nil),              // 64: google.protobuf.Value
+	(*DriveFailure)(nil),                // 65: realm.v1.DriveFailure
 }
 var file_realm_v1_engine_proto_depIdxs = []int32{
 	55, // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
@@ -4284,95 +4296,96 @@ var file_realm_v1_engine_proto_depIdxs = []int32{
 	57, // 28: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
 	22, // 29: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
 	59, // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
-	60, // 31: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
-	59, // 32: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
-	60, // 33: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
-	59, // 34: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
-	60, // 35: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
-	63, // 36: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
-	56, // 37: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
-	57, // 38: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
-	56, // 39: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
-	61, // 40: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
-	30, // 41: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
-	56, // 42: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
-	56, // 43: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
-	57, // 44: realm.v1.RunState.params:type_name -> google.protobuf.Struct
-	62, // 45: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
-	57, // 46: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
-	57, // 47: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
-	57, // 48: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
-	31, // 49: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
-	60, // 50: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
-	59, // 51: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
-	61, // 52: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
-	60, // 53: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
-	22, // 54: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
-	59, // 55: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
-	36, // 56: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
-	60, // 57: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
-	61, // 58: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
-	61, // 59: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
-	56, // 60: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	56, // 61: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	56, // 62: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
-	56, // 63: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
-	39, // 64: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	59, // 65: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	60, // 66: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	59, // 67: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	60, // 68: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
-	59, // 69: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
-	60, // 70: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
-	64, // 71: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
-	59, // 72: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
-	3,  // 73: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	5,  // 74: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	7,  // 75: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	11, // 76: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	13, // 77: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	15, // 78: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	18, // 79: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	23, // 80: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	25, // 81: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	27, // 82: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	29, // 83: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	33, // 84: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	35, // 85: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	38, // 86: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	41, // 87: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	43, // 88: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	45, // 89: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	47, // 90: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	49, // 91: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	51, // 92: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
-	53, // 93: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
-	4,  // 94: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	6,  // 95: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	10, // 96: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	12, // 97: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	14, // 98: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	16, // 99: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	21, // 100: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	24, // 101: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	26, // 102: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	28, // 103: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	32, // 104: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	34, // 105: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	37, // 106: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	40, // 107: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	42, // 108: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	44, // 109: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	46, // 110: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	48, // 111: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	50, // 112: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	52, // 113: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
-	54, // 114: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
-	94, // [94:115] is the sub-list for method output_type
-	73, // [73:94] is the sub-list for method input_type
-	73, // [73:73] is the sub-list for extension type_name
-	73, // [73:73] is the sub-list for extension extendee
-	0,  // [0:73] is the sub-list for field type_name
+	63, // 31: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
+	60, // 32: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
+	59, // 33: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
+	60, // 34: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
+	59, // 35: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
+	60, // 36: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
+	64, // 37: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
+	56, // 38: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
+	57, // 39: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
+	56, // 40: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
+	61, // 41: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
+	30, // 42: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
+	56, // 43: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
+	56, // 44: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
+	57, // 45: realm.v1.RunState.params:type_name -> google.protobuf.Struct
+	62, // 46: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
+	57, // 47: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
+	57, // 48: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
+	57, // 49: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
+	31, // 50: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
+	60, // 51: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
+	59, // 52: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
+	61, // 53: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
+	60, // 54: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
+	22, // 55: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
+	59, // 56: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
+	36, // 57: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
+	60, // 58: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
+	61, // 59: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
+	61, // 60: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
+	56, // 61: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	56, // 62: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	56, // 63: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	56, // 64: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	39, // 65: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
+	59, // 66: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	60, // 67: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	59, // 68: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	60, // 69: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	59, // 70: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
+	60, // 71: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
+	65, // 72: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
+	59, // 73: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
+	3,  // 74: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	5,  // 75: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	7,  // 76: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	11, // 77: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	13, // 78: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	15, // 79: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	18, // 80: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	23, // 81: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	25, // 82: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	27, // 83: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	29, // 84: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	33, // 85: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	35, // 86: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	38, // 87: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	41, // 88: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	43, // 89: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	45, // 90: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	47, // 91: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	49, // 92: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	51, // 93: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
+	53, // 94: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
+	4,  // 95: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	6,  // 96: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	10, // 97: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	12, // 98: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	14, // 99: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	16, // 100: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	21, // 101: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	24, // 102: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	26, // 103: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	28, // 104: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	32, // 105: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	34, // 106: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	37, // 107: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	40, // 108: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	42, // 109: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	44, // 110: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	46, // 111: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	48, // 112: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	50, // 113: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	52, // 114: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
+	54, // 115: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
+	95, // [95:116] is the sub-list for method output_type
+	74, // [74:95] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
