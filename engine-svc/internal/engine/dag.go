@@ -167,7 +167,7 @@ func (t *txn) advance(o advanceOpts) {
 			}
 			switch s.Execution {
 			case workflow.KindGuard:
-				if o.decideGuards && !t.heldGuards[s.Name] {
+				if o.decideGuards {
 					t.decideGuard(s)
 					changed = true
 				}
@@ -250,6 +250,13 @@ func (t *txn) runnableHere(s *workflow.Step) string {
 // refusedBeforeClaim checks a step's preconditions before it is claimed
 // (spec §5.1/§6.5), returning the "cannot run" sentence or "".
 func (t *txn) refusedBeforeClaim(s *workflow.Step) string {
+	switch s.Trust {
+	case "", workflow.TrustAuto, workflow.TrustHumanConfirmed, workflow.TrustHumanReviewed:
+	default:
+		// Only a copy registered by an older version can carry one: the
+		// loader refuses it today.
+		return fmt.Sprintf("'%s' cannot run (trust): 'trust: \"%s\"' is not a recognized value — the engine will refuse this step at dispatch (VALIDATION_TRUST_VALUE).", s.Name, s.Trust)
+	}
 	if conds := t.def.pre[s.Name]; len(conds) > 0 {
 		_, results := condition.EvalAll(condition.FieldPrecondition, conds, t.scope())
 		for _, r := range results {

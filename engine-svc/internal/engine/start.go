@@ -12,7 +12,6 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
-	"github.com/realm-go/realm/pkg/workflow"
 )
 
 // refusal is a reply that names no run's state (run_id "", run_version 0).
@@ -164,19 +163,12 @@ func (e *Engine) newRun(def *compiled, params map[string]any, caller *realmv1.Ca
 	return t
 }
 
-// startChain runs what a new run's creation may run: auto steps that are
-// ready, and guards that those steps make ready. A guard ready at creation
-// is not decided by the creation (spec §5.3).
+// startChain runs what start_run's creation of a run may run: auto steps
+// that are ready, and the guards that are ready — also one ready at
+// creation: "a run that start_run creates never has" an undecided guard
+// (seed 001; the spec digest's older §5.3 says otherwise, and the seed
+// wins). start_run_batch runs nothing, so its runs may owe a guard.
 func (t *txn) startChain() {
-	held := map[string]bool{}
-	for _, s := range t.def.Def.Ordered() {
-		if s.Execution == workflow.KindGuard {
-			if r, _ := t.evaluate(s); r == ready {
-				held[s.Name] = true
-			}
-		}
-	}
-	t.heldGuards = held
 	t.advance(advanceOpts{decideGuards: true, chain: true})
 }
 

@@ -144,7 +144,7 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 		x["steps"] = t.stepsView(ctx)
 	}
 	if open {
-		if fs := t.findings(); len(fs) > 0 {
+		if fs := t.findings(ctx); len(fs) > 0 {
 			b, _ := json.Marshal(fs)
 			var list []any
 			_ = json.Unmarshal(b, &list)
@@ -156,8 +156,8 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 }
 
 // findings are the run's health findings as this server judges them.
-func (t *txn) findings() []health.Finding {
-	in := health.Input{Run: t.run, Now: t.now, Capable: t.capable, DefErr: t.defErr}
+func (t *txn) findings(ctx context.Context) []health.Finding {
+	in := health.Input{Run: t.run, Now: t.now, Capable: t.capable, DefErr: t.defErr, Entries: t.entries(ctx)}
 	if t.def != nil {
 		in.Def = t.def.Def
 	}
@@ -397,4 +397,21 @@ func costOf(diag map[string]any) map[string]any {
 		cost[field] = n
 	}
 	return cost
+}
+
+// entries reads the run's evidence (nil when it cannot be read: the
+// findings that need it are then not found, never invented).
+func (t *txn) entries(ctx context.Context) []*record.Entry {
+	raw, err := t.e.st.Evidence(ctx, t.run.ID, 0, -1)
+	if err != nil {
+		return nil
+	}
+	out := make([]*record.Entry, 0, len(raw))
+	for _, b := range raw {
+		var e record.Entry
+		if json.Unmarshal(b, &e) == nil {
+			out = append(out, &e)
+		}
+	}
+	return out
 }

@@ -46,8 +46,6 @@ type txn struct {
 	warnings     []string
 	lastAuto     string // the last auto step that completed in this call
 	completedArm string // the arm a completion seals with
-	// heldGuards were ready when the run was created: not decided by it.
-	heldGuards map[string]bool
 	// openedGate is the step whose gate this write opened.
 	openedGate string
 	// caller is the program behind the act, stamped on claims.
