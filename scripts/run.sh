@@ -99,6 +99,13 @@ start agent-svc --addr "$AGENT_ADDR" --engine-addr "$ENGINE_ADDR"
 # each accepted delivery's run to agent-svc. REALM_LISTEN_MODEL names the
 # model its drives use; delivery ids stay in its memory (no Redis here).
 LISTEN_ADDR=127.0.0.1:8090
+# examples/github-issues.yaml verifies GitHub signatures with this secret;
+# a local stack uses a fixed one unless you set your own.
+export REALM_WEBHOOK_SECRET=${REALM_WEBHOOK_SECRET:-realm-dev-secret}
+# The model each accepted delivery's drive asks (agent-svc reads the key
+# from ANTHROPIC_API_KEY; without one the drive records its failure on the
+# run, which stays open for realm agent --run-id).
+export REALM_LISTEN_MODEL=${REALM_LISTEN_MODEL:-claude-sonnet-4-5}
 REDIS_URL='' start listen-svc --addr "$LISTEN_ADDR" --engine-addr "$ENGINE_ADDR" --agent-addr "$AGENT_ADDR"
 
 shopt -s nullglob
@@ -112,7 +119,7 @@ echo "Realm is running (store: $DATA_DIR). Front doors:"
 echo "  engine-svc (gRPC): $ENGINE_ADDR"
 echo "  mcp-svc (MCP, streamable HTTP): http://$MCP_ADDR/mcp (dev mode: no token)"
 echo "  agent-svc (gRPC): $AGENT_ADDR"
-echo "  listen-svc (webhooks): http://$LISTEN_ADDR"
+echo "  listen-svc (webhooks): http://$LISTEN_ADDR  (examples/github-issues.yaml at /hooks/github-issues, secret \$REALM_WEBHOOK_SECRET)"
 echo "  example-runner: handlers for examples/orders.yaml (registered with engine-svc)"
 echo "  adapter-runner: the http and filesystem adapters for uses_service steps"
 echo

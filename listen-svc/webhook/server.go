@@ -247,8 +247,8 @@ func (s *Server) start(ctx context.Context, w http.ResponseWriter, m *Mount, par
 	}
 	if err := s.o.Dispatcher.Dispatch(ctx, runID); err != nil {
 		s.o.Log.Error("webhook: spawn failed", KV{"path", m.Path}, KV{"run_id", runID}, KV{"error", err.Error()})
-		if _, aerr := s.o.Engine.AbandonRun(ctx, &realmv1.AbandonRunRequest{
-			RunId: runID, Reason: "spawn_failure: " + err.Error(), Caller: s.o.Caller,
+		if _, aerr := s.o.Engine.SealSpawnFailure(ctx, &realmv1.SealSpawnFailureRequest{
+			RunId: runID, Reason: err.Error(), Caller: s.o.Caller,
 		}); aerr != nil {
 			s.o.Log.Error("webhook: failed to mark spawn_failed", KV{"run_id", runID}, KV{"error", aerr.Error()})
 		}

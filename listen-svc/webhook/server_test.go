@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -384,7 +385,12 @@ func TestAFailedHandoverEndsTheRunAndAnswers500(t *testing.T) {
 	if status != http.StatusInternalServerError || body != want {
 		t.Fatalf("got %d %s, want 500 %s", status, body, want)
 	}
-	if runs[0].GetRunPhase() == realmv1.RunPhase_RUN_PHASE_RUNNING {
-		t.Fatalf("the run is still open after a failed handover")
+	// The run ends failed, sealed spawn_failure (workflow-file spec §16).
+	st, err := h.eng.GetRunState(context.Background(), &realmv1.GetRunStateRequest{RunId: runs[0].GetRunId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := st.GetState(); s.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_FAILED || s.GetSealedByArm() != "spawn_failure" {
+		t.Fatalf("after a failed handover: phase %v, sealed by %q", s.GetRunPhase(), s.GetSealedByArm())
 	}
 }

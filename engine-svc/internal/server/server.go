@@ -226,3 +226,11 @@ func (s *Server) RecordDriveFailure(ctx context.Context, req *realmv1.RecordDriv
 	resp, err := s.e.RecordDriveFailure(ctx, req)
 	return resp, grpcErr(err)
 }
+
+func (s *Server) SealSpawnFailure(ctx context.Context, req *realmv1.SealSpawnFailureRequest) (*realmv1.SealSpawnFailureResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	resp, err := s.e.SealSpawnFailure(ctx, req)
+	return resp, grpcErr(err)
+}

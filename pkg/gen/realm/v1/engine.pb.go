@@ -3816,6 +3816,111 @@ func (x *RecordDriveFailureResponse) GetRunVersion() int64 {
 	return 0
 }
 
+type SealSpawnFailureRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// reason says why no driver could take the run.
+	Reason        string  `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Caller        *Caller `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealSpawnFailureRequest) Reset() {
+	*x = SealSpawnFailureRequest{}
+	mi := &file_realm_v1_engine_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealSpawnFailureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealSpawnFailureRequest) ProtoMessage() {}
+
+func (x *SealSpawnFailureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealSpawnFailureRequest.ProtoReflect.Descriptor instead.
+func (*SealSpawnFailureRequest) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *SealSpawnFailureRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *SealSpawnFailureRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SealSpawnFailureRequest) GetCaller() *Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+type SealSpawnFailureResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunPhase      RunPhase               `protobuf:"varint,1,opt,name=run_phase,json=runPhase,proto3,enum=realm.v1.RunPhase" json:"run_phase,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealSpawnFailureResponse) Reset() {
+	*x = SealSpawnFailureResponse{}
+	mi := &file_realm_v1_engine_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealSpawnFailureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealSpawnFailureResponse) ProtoMessage() {}
+
+func (x *SealSpawnFailureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealSpawnFailureResponse.ProtoReflect.Descriptor instead.
+func (*SealSpawnFailureResponse) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *SealSpawnFailureResponse) GetRunPhase() RunPhase {
+	if x != nil {
+		return x.RunPhase
+	}
+	return RunPhase_RUN_PHASE_UNSPECIFIED
+}
+
 var File_realm_v1_engine_proto protoreflect.FileDescriptor
 
 const file_realm_v1_engine_proto_rawDesc = "" +
@@ -4155,7 +4260,13 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\"=\n" +
 	"\x1aRecordDriveFailureResponse\x12\x1f\n" +
 	"\vrun_version\x18\x01 \x01(\x03R\n" +
-	"runVersion2\x87\r\n" +
+	"runVersion\"r\n" +
+	"\x17SealSpawnFailureRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12(\n" +
+	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\"K\n" +
+	"\x18SealSpawnFailureResponse\x12/\n" +
+	"\trun_phase\x18\x01 \x01(\x0e2\x12.realm.v1.RunPhaseR\brunPhase2\xe2\r\n" +
 	"\rEngineService\x12Y\n" +
 	"\x10ValidateWorkflow\x12!.realm.v1.ValidateWorkflowRequest\x1a\".realm.v1.ValidateWorkflowResponse\x12Y\n" +
 	"\x10RegisterWorkflow\x12!.realm.v1.RegisterWorkflowRequest\x1a\".realm.v1.RegisterWorkflowResponse\x12P\n" +
@@ -4181,7 +4292,8 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\bPurgeRun\x12\x19.realm.v1.PurgeRunRequest\x1a\x1a.realm.v1.PurgeRunResponse\x12G\n" +
 	"\n" +
 	"ReclaimRun\x12\x1b.realm.v1.ReclaimRunRequest\x1a\x1c.realm.v1.ReclaimRunResponse\x12_\n" +
-	"\x12RecordDriveFailure\x12#.realm.v1.RecordDriveFailureRequest\x1a$.realm.v1.RecordDriveFailureResponseB4Z2github.com/realm-go/realm/pkg/gen/realm/v1;realmv1b\x06proto3"
+	"\x12RecordDriveFailure\x12#.realm.v1.RecordDriveFailureRequest\x1a$.realm.v1.RecordDriveFailureResponse\x12Y\n" +
+	"\x10SealSpawnFailure\x12!.realm.v1.SealSpawnFailureRequest\x1a\".realm.v1.SealSpawnFailureResponseB4Z2github.com/realm-go/realm/pkg/gen/realm/v1;realmv1b\x06proto3"
 
 var (
 	file_realm_v1_engine_proto_rawDescOnce sync.Once
@@ -4195,7 +4307,7 @@ func file_realm_v1_engine_proto_rawDescGZIP() []byte {
 	return file_realm_v1_engine_proto_rawDescData
 }
 
-var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_realm_v1_engine_proto_goTypes = []any{
 	(*WorkflowSource)(nil),              // 0: realm.v1.WorkflowSource
 	(*Diagnostic)(nil),                  // 1: realm.v1.Diagnostic
@@ -4252,140 +4364,146 @@ var file_realm_v1_engine_proto_goTypes = []any{
 	(*ReclaimRunResponse)(nil),          // 52: realm.v1.ReclaimRunResponse
 	(*RecordDriveFailureRequest)(nil),   // 53: realm.v1.RecordDriveFailureRequest
 	(*RecordDriveFailureResponse)(nil),  // 54: realm.v1.RecordDriveFailureResponse
-	nil,                                 // 55: realm.v1.WorkflowSource.FilesEntry
-	(*timestamppb.Timestamp)(nil),       // 56: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 57: google.protobuf.Struct
-	(*structpb.ListValue)(nil),          // 58: google.protobuf.ListValue
-	(*Caller)(nil),                      // 59: realm.v1.Caller
-	(*Reply)(nil),                       // 60: realm.v1.Reply
-	(RunPhase)(0),                       // 61: realm.v1.RunPhase
-	(*NextAction)(nil),                  // 62: realm.v1.NextAction
-	(*ModelUsage)(nil),                  // 63: realm.v1.ModelUsage
-	(*structpb.Value)(nil),              // 64: google.protobuf.Value
-	(*DriveFailure)(nil),                // 65: realm.v1.DriveFailure
+	(*SealSpawnFailureRequest)(nil),     // 55: realm.v1.SealSpawnFailureRequest
+	(*SealSpawnFailureResponse)(nil),    // 56: realm.v1.SealSpawnFailureResponse
+	nil,                                 // 57: realm.v1.WorkflowSource.FilesEntry
+	(*timestamppb.Timestamp)(nil),       // 58: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 59: google.protobuf.Struct
+	(*structpb.ListValue)(nil),          // 60: google.protobuf.ListValue
+	(*Caller)(nil),                      // 61: realm.v1.Caller
+	(*Reply)(nil),                       // 62: realm.v1.Reply
+	(RunPhase)(0),                       // 63: realm.v1.RunPhase
+	(*NextAction)(nil),                  // 64: realm.v1.NextAction
+	(*ModelUsage)(nil),                  // 65: realm.v1.ModelUsage
+	(*structpb.Value)(nil),              // 66: google.protobuf.Value
+	(*DriveFailure)(nil),                // 67: realm.v1.DriveFailure
 }
 var file_realm_v1_engine_proto_depIdxs = []int32{
-	55, // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
+	57, // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
 	1,  // 1: realm.v1.WorkflowReport.diagnostics:type_name -> realm.v1.Diagnostic
 	0,  // 2: realm.v1.ValidateWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
 	2,  // 3: realm.v1.ValidateWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
 	0,  // 4: realm.v1.RegisterWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
 	2,  // 5: realm.v1.RegisterWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
-	56, // 6: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
-	57, // 7: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
+	58, // 6: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
+	59, // 7: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
 	8,  // 8: realm.v1.ListWorkflowsResponse.workflows:type_name -> realm.v1.WorkflowSummary
 	9,  // 9: realm.v1.ListWorkflowsResponse.unreadable:type_name -> realm.v1.UnreadableWorkflow
-	57, // 10: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
-	58, // 11: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
-	57, // 12: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
-	59, // 13: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
-	60, // 14: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
-	57, // 15: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
-	59, // 16: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
-	60, // 17: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
-	57, // 18: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
+	59, // 10: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
+	60, // 11: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
+	59, // 12: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
+	61, // 13: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
+	62, // 14: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
+	59, // 15: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
+	61, // 16: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
+	62, // 17: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
+	59, // 18: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
 	17, // 19: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
-	59, // 20: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
-	57, // 21: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
-	61, // 22: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
-	62, // 23: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
+	61, // 20: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
+	59, // 21: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
+	63, // 22: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
+	64, // 23: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
 	19, // 24: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
 	20, // 25: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
-	60, // 26: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
-	57, // 27: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
-	57, // 28: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
+	62, // 26: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
+	59, // 27: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
+	59, // 28: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
 	22, // 29: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
-	59, // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
-	63, // 31: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
-	60, // 32: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
-	59, // 33: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
-	60, // 34: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
-	59, // 35: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
-	60, // 36: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
-	64, // 37: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
-	56, // 38: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
-	57, // 39: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
-	56, // 40: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
-	61, // 41: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
+	61, // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
+	65, // 31: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
+	62, // 32: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
+	61, // 33: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
+	62, // 34: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
+	61, // 35: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
+	62, // 36: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
+	66, // 37: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
+	58, // 38: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
+	59, // 39: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
+	58, // 40: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
+	63, // 41: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
 	30, // 42: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
-	56, // 43: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
-	56, // 44: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
-	57, // 45: realm.v1.RunState.params:type_name -> google.protobuf.Struct
-	62, // 46: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
-	57, // 47: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
-	57, // 48: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
-	57, // 49: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
+	58, // 43: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
+	58, // 44: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
+	59, // 45: realm.v1.RunState.params:type_name -> google.protobuf.Struct
+	64, // 46: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
+	59, // 47: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
+	59, // 48: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
+	59, // 49: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
 	31, // 50: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
-	60, // 51: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
-	59, // 52: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
-	61, // 53: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
-	60, // 54: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
+	62, // 51: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
+	61, // 52: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
+	63, // 53: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
+	62, // 54: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
 	22, // 55: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
-	59, // 56: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
+	61, // 56: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
 	36, // 57: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
-	60, // 58: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
-	61, // 59: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
-	61, // 60: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
-	56, // 61: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	56, // 62: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	56, // 63: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
-	56, // 64: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	62, // 58: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
+	63, // 59: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
+	63, // 60: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
+	58, // 61: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	58, // 62: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	58, // 63: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	58, // 64: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
 	39, // 65: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	59, // 66: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	60, // 67: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	59, // 68: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	60, // 69: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
-	59, // 70: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
-	60, // 71: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
-	65, // 72: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
-	59, // 73: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
-	3,  // 74: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	5,  // 75: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	7,  // 76: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	11, // 77: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	13, // 78: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	15, // 79: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	18, // 80: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	23, // 81: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	25, // 82: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	27, // 83: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	29, // 84: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	33, // 85: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	35, // 86: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	38, // 87: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	41, // 88: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	43, // 89: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	45, // 90: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	47, // 91: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	49, // 92: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	51, // 93: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
-	53, // 94: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
-	4,  // 95: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	6,  // 96: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	10, // 97: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	12, // 98: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	14, // 99: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	16, // 100: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	21, // 101: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	24, // 102: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	26, // 103: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	28, // 104: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	32, // 105: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	34, // 106: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	37, // 107: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	40, // 108: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	42, // 109: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	44, // 110: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	46, // 111: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	48, // 112: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	50, // 113: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	52, // 114: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
-	54, // 115: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
-	95, // [95:116] is the sub-list for method output_type
-	74, // [74:95] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	61, // 66: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	62, // 67: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	61, // 68: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	62, // 69: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	61, // 70: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
+	62, // 71: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
+	67, // 72: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
+	61, // 73: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
+	61, // 74: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
+	63, // 75: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
+	3,  // 76: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	5,  // 77: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	7,  // 78: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	11, // 79: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	13, // 80: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	15, // 81: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	18, // 82: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	23, // 83: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	25, // 84: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	27, // 85: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	29, // 86: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	33, // 87: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	35, // 88: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	38, // 89: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	41, // 90: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	43, // 91: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	45, // 92: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	47, // 93: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	49, // 94: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	51, // 95: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
+	53, // 96: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
+	55, // 97: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
+	4,  // 98: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	6,  // 99: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	10, // 100: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	12, // 101: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	14, // 102: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	16, // 103: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	21, // 104: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	24, // 105: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	26, // 106: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	28, // 107: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	32, // 108: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	34, // 109: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	37, // 110: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	40, // 111: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	42, // 112: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	44, // 113: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	46, // 114: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	48, // 115: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	50, // 116: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	52, // 117: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
+	54, // 118: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
+	56, // 119: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
+	98, // [98:120] is the sub-list for method output_type
+	76, // [76:98] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
@@ -4406,7 +4524,7 @@ func file_realm_v1_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_realm_v1_engine_proto_rawDesc), len(file_realm_v1_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   56,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

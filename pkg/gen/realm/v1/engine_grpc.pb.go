@@ -40,6 +40,7 @@ const (
 	EngineService_PurgeRun_FullMethodName            = "/realm.v1.EngineService/PurgeRun"
 	EngineService_ReclaimRun_FullMethodName          = "/realm.v1.EngineService/ReclaimRun"
 	EngineService_RecordDriveFailure_FullMethodName  = "/realm.v1.EngineService/RecordDriveFailure"
+	EngineService_SealSpawnFailure_FullMethodName    = "/realm.v1.EngineService/SealSpawnFailure"
 )
 
 // EngineServiceClient is the client API for EngineService service.
@@ -76,6 +77,9 @@ type EngineServiceClient interface {
 	// RecordDriveFailure records a failed drive by the agent driver on the run
 	// (the last five kept), so the run's health shows drive_failing.
 	RecordDriveFailure(ctx context.Context, in *RecordDriveFailureRequest, opts ...grpc.CallOption) (*RecordDriveFailureResponse, error)
+	// SealSpawnFailure ends an open run failed (arm spawn_failure) when the
+	// webhook listener could not hand it to a driver.
+	SealSpawnFailure(ctx context.Context, in *SealSpawnFailureRequest, opts ...grpc.CallOption) (*SealSpawnFailureResponse, error)
 }
 
 type engineServiceClient struct {
@@ -296,6 +300,16 @@ func (c *engineServiceClient) RecordDriveFailure(ctx context.Context, in *Record
 	return out, nil
 }
 
+func (c *engineServiceClient) SealSpawnFailure(ctx context.Context, in *SealSpawnFailureRequest, opts ...grpc.CallOption) (*SealSpawnFailureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SealSpawnFailureResponse)
+	err := c.cc.Invoke(ctx, EngineService_SealSpawnFailure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EngineServiceServer is the server API for EngineService service.
 // All implementations must embed UnimplementedEngineServiceServer
 // for forward compatibility.
@@ -330,6 +344,9 @@ type EngineServiceServer interface {
 	// RecordDriveFailure records a failed drive by the agent driver on the run
 	// (the last five kept), so the run's health shows drive_failing.
 	RecordDriveFailure(context.Context, *RecordDriveFailureRequest) (*RecordDriveFailureResponse, error)
+	// SealSpawnFailure ends an open run failed (arm spawn_failure) when the
+	// webhook listener could not hand it to a driver.
+	SealSpawnFailure(context.Context, *SealSpawnFailureRequest) (*SealSpawnFailureResponse, error)
 	mustEmbedUnimplementedEngineServiceServer()
 }
 
@@ -402,6 +419,9 @@ func (UnimplementedEngineServiceServer) ReclaimRun(context.Context, *ReclaimRunR
 }
 func (UnimplementedEngineServiceServer) RecordDriveFailure(context.Context, *RecordDriveFailureRequest) (*RecordDriveFailureResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RecordDriveFailure not implemented")
+}
+func (UnimplementedEngineServiceServer) SealSpawnFailure(context.Context, *SealSpawnFailureRequest) (*SealSpawnFailureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SealSpawnFailure not implemented")
 }
 func (UnimplementedEngineServiceServer) mustEmbedUnimplementedEngineServiceServer() {}
 func (UnimplementedEngineServiceServer) testEmbeddedByValue()                       {}
@@ -802,6 +822,24 @@ func _EngineService_RecordDriveFailure_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EngineService_SealSpawnFailure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SealSpawnFailureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).SealSpawnFailure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_SealSpawnFailure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).SealSpawnFailure(ctx, req.(*SealSpawnFailureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EngineService_ServiceDesc is the grpc.ServiceDesc for EngineService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -892,6 +930,10 @@ var EngineService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RecordDriveFailure",
 			Handler:    _EngineService_RecordDriveFailure_Handler,
+		},
+		{
+			MethodName: "SealSpawnFailure",
+			Handler:    _EngineService_SealSpawnFailure_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
