@@ -89,6 +89,7 @@ func TestEveryExampleFinishesFollowingOnlyNextActions(t *testing.T) {
 		"orders":        {"order": "A-17", "quantity": 4},
 		"lease-quotes":  {"text": "The rent is paid quarterly in advance."},
 		"support-reply": {"ticket": "I was charged twice."},
+		"github-issues": {"title": "Crash on start", "number": 42},
 	}
 	eachBackend(t, func(t *testing.T, backend string) {
 		st := newStack(t, backend)
