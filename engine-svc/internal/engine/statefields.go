@@ -142,6 +142,25 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 	}
 	if includeSteps {
 		x["steps"] = t.stepsView(ctx)
+		if df := r.DriveFailures; df != nil && len(df.Entries) > 0 {
+			// What each failed drive was billed, in the order of
+			// drive_failures.entries (seed 001).
+			costs := make([]any, 0, len(df.Entries))
+			for _, f := range df.Entries {
+				reqs := make([]any, 0, len(f.Usage))
+				for _, u := range f.Usage {
+					reqs = append(reqs, u)
+				}
+				c := map[string]any{"step": f.Step, "at": f.At}
+				if cost := costOf(map[string]any{"cache": map[string]any{"requests": normalizeJSON(reqs), "basis": "unobservable", "state": "unobservable"}}); cost != nil {
+					c["cost"] = cost
+				} else {
+					c["cost_unrecorded"] = "not_measured_by_realm"
+				}
+				costs = append(costs, c)
+			}
+			x["drive_failure_costs"] = costs
+		}
 	}
 	if open {
 		if fs := t.findings(ctx); len(fs) > 0 {

@@ -135,3 +135,28 @@ func TestEngineRunnableNamesAStepThisServerCannotRun(t *testing.T) {
 		}
 	})
 }
+
+func TestDriveFailureCostsFollowTheRecordedFailures(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		e.register(t, readFile(t, "testdata/triage.yaml"))
+		run := start(t, e, "triage", map[string]any{"ticket": 1}).GetRunId()
+		prompt, output := int64(120), int64(9)
+		for _, class := range []string{"connection_error", "api_status"} {
+			if _, err := e.client.RecordDriveFailure(ctx(t), &realmv1.RecordDriveFailureRequest{RunId: run, Failure: &realmv1.DriveFailure{
+				Step: "classify", Provider: "anthropic", ErrorClass: class, Message: "failed",
+				Usage: []*realmv1.ModelUsage{{RequestIndex: 0, PromptTokens: &prompt, OutputTokens: &output}}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		x := extra(stateWith(t, e, run, true))
+		costs := x["drive_failure_costs"].([]any)
+		c := costs[1].(map[string]any)["cost"].(map[string]any)
+		if len(costs) != 2 || fmt.Sprint(c["prompt"]) != "map[of:1 only_request_index:0 reported:1 value:120]" || c["cache_read"] != nil {
+			t.Errorf("drive_failure_costs = %v", costs)
+		}
+		if f := x["run_health"].([]any)[0].(map[string]any); f["kind"] != "drive_failing" || f["step"] != "classify" {
+			t.Errorf("run_health = %v", x["run_health"])
+		}
+	})
+}
