@@ -13,6 +13,9 @@ cd "$(repo_root)"
 
 ENGINE_ADDR=${REALM_ENGINE_ADDR:-127.0.0.1:7070}
 DATA_DIR=${REALM_DATA_DIR:-$HOME/.realm}
+# The gRPC services serve /metrics on a port of their own.
+ENGINE_METRICS_ADDR=127.0.0.1:9090
+AGENT_METRICS_ADDR=127.0.0.1:9091
 export REALM_ENGINE_ADDR=$ENGINE_ADDR
 
 make --no-print-directory build
@@ -56,7 +59,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 mkdir -p "$DATA_DIR"
-REDIS_URL='' start engine-svc --addr "$ENGINE_ADDR" --data-dir "$DATA_DIR"
+REDIS_URL='' start engine-svc --addr "$ENGINE_ADDR" --data-dir "$DATA_DIR" --metrics-addr "$ENGINE_METRICS_ADDR"
 
 # Wait until the engine answers (a fresh build of a big store can take a moment).
 ready=0
@@ -92,7 +95,7 @@ start mcp-svc --addr "$MCP_ADDR" --engine-addr "$ENGINE_ADDR" --dev
 
 # The agent driver; without --redis-url its drive limit is this process's own.
 AGENT_ADDR=${REALM_AGENT_ADDR:-127.0.0.1:7071}
-start agent-svc --addr "$AGENT_ADDR" --engine-addr "$ENGINE_ADDR"
+start agent-svc --addr "$AGENT_ADDR" --engine-addr "$ENGINE_ADDR" --metrics-addr "$AGENT_METRICS_ADDR"
 
 # The webhook front door: serves the trigger: blocks of every registered
 # workflow (one registered later is served without a restart) and hands
@@ -122,6 +125,8 @@ echo "  agent-svc (gRPC): $AGENT_ADDR"
 echo "  listen-svc (webhooks): http://$LISTEN_ADDR  (examples/github-issues.yaml at /hooks/github-issues, secret \$REALM_WEBHOOK_SECRET)"
 echo "  example-runner: handlers for examples/orders.yaml (registered with engine-svc)"
 echo "  adapter-runner: the http and filesystem adapters for uses_service steps"
+echo "Metrics (Prometheus): http://$ENGINE_METRICS_ADDR/metrics (engine-svc) · http://$AGENT_METRICS_ADDR/metrics (agent-svc)"
+echo "  http://$MCP_ADDR/metrics (mcp-svc) · http://$LISTEN_ADDR/metrics (listen-svc)"
 echo
 echo "Try: bin/realm workflow list    ·    bin/realm run start <workflow>"
 echo "Press Ctrl-C to stop."

@@ -22,6 +22,7 @@ import (
 
 	"github.com/realm-go/realm/listen-svc/webhook"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/metrics"
 )
 
 var (
@@ -130,7 +131,7 @@ func TestAnAcceptedDeliveryIsDrivenToItsEndByAgentSvc(t *testing.T) {
 	var logs bytes.Buffer
 	srv := webhook.New(webhook.Options{Catalog: webhook.Static{T: table}, Engine: eng, Dispatcher: agent,
 		Log: webhook.NewLogger(&syncWriter{b: &logs}, &syncWriter{b: &logs}, webhook.LevelInfo)})
-	url := httptestServer(t, srv)
+	url := httptestServer(t, webhook.Routes(srv, metrics.NewRegistry()))
 
 	del := signed("shared_secret", "4242", time.Now())
 	status, body := postTo(t, url+del.path, del.body, del.headers)
@@ -159,6 +160,21 @@ func TestAnAcceptedDeliveryIsDrivenToItsEndByAgentSvc(t *testing.T) {
 	}
 	if !strings.Contains(transcript.b.String(), rep.RunID) {
 		t.Errorf("the drive's transcript does not name the run:\n%s", transcript.b)
+	}
+	// The probe and metrics routes answer beside the webhook paths.
+	for path, want := range map[string]string{
+		"/healthz": "ok",
+		"/metrics": `realm_http_requests_total{code="202",handler="webhook",method="post"} 1`,
+	} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), want) {
+			t.Errorf("GET %s: %d, body lacks %q", path, resp.StatusCode, want)
+		}
 	}
 }
 

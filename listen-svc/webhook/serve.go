@@ -8,6 +8,10 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/realm-go/realm/pkg/metrics"
 )
 
 // Serve answers HTTP on lis until a signal arrives on stop, then logs
@@ -55,4 +59,17 @@ func IsLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// Routes puts the webhook server behind the probe and metrics routes:
+// GET /healthz and GET /metrics answer here, every other request (any
+// method, any path) reaches srv, counted by response code.
+func Routes(srv http.Handler, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", metrics.Handler(reg))
+	mux.Handle("/", metrics.HTTP(reg, "webhook", srv))
+	return mux
 }

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -46,13 +48,70 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Cause }
 
-// Dial opens a client connection to addr and waits, until ctx's deadline,
-// for it to become ready, so that a server that is not running is reported
-// once, plainly, before any call is made. The connection is plaintext: the
-// stack's services talk on a private network or loopback.
-func Dial(ctx context.Context, addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+// NewConn returns a client connection to addr without connecting (it
+// connects on the first call). addr is one host:port, or several separated
+// by commas: calls are then spread over every replica that answers
+// (round-robin), and a replica that dies is left out until it is back. The
+// connection is plaintext: the stack's services talk on a private network
+// or loopback.
+func NewConn(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
-	conn, err := grpc.NewClient(addr, opts...)
+	target := addr
+	if addrs := splitAddrs(addr); len(addrs) > 1 && !isTarget(addr) {
+		// A resolver of our own rather than "ipv4:": replicas may be
+		// named by host name, not only by IP.
+		r := manual.NewBuilderWithScheme(replicaScheme)
+		state := resolver.State{}
+		for _, a := range addrs {
+			state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
+		}
+		r.InitialState(state)
+		target = replicaScheme + ":///engines"
+		opts = append(opts, grpc.WithResolvers(r), grpc.WithDefaultServiceConfig(roundRobin))
+	} else if len(addrs) == 1 {
+		target = addrs[0]
+	}
+	return grpc.NewClient(target, opts...)
+}
+
+// isTarget reports whether addr is already a gRPC target naming its
+// resolver ("ipv4:a,b", "dns:///host:port", "unix:///path"), which is
+// passed to gRPC as written.
+func isTarget(addr string) bool {
+	if strings.Contains(addr, "://") {
+		return true
+	}
+	for _, scheme := range []string{"ipv4:", "ipv6:", "unix:", "unix-abstract:", "dns:", "passthrough:"} {
+		if strings.HasPrefix(addr, scheme) {
+			return true
+		}
+	}
+	return false
+}
+
+// replicaScheme names the resolver NewConn builds for a list of addresses.
+const replicaScheme = "realm-engines"
+
+// roundRobin is the service config of a connection to several replicas.
+const roundRobin = `{"loadBalancingConfig": [{"round_robin": {}}]}`
+
+// splitAddrs splits a comma-separated address list, dropping blanks.
+func splitAddrs(addr string) []string {
+	var out []string
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Dial opens a client connection to addr (see NewConn) and waits, until
+// ctx's deadline, for it to become ready, so that a server that is not
+// running is reported once, plainly, before any call is made. With several
+// addresses it is ready as soon as one replica is.
+func Dial(ctx context.Context, addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	conn, err := NewConn(addr, opts...)
 	if err != nil {
 		return nil, &UnreachableError{Addr: addr, Cause: err}
 	}

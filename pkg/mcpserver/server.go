@@ -18,8 +18,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -45,6 +47,8 @@ type Options struct {
 	ErrorLog io.Writer
 	// LogPrefix starts each line written to ErrorLog, e.g. "realm serve: ".
 	LogPrefix string
+	// Metrics, when set, receives per-tool call counts and latencies.
+	Metrics prometheus.Registerer
 }
 
 // Server is the MCP server over one engine client. It is safe for
@@ -58,6 +62,7 @@ type Server struct {
 	prefix string
 	byName map[string]*tool
 	slog   *slog.Logger
+	m      *toolMetrics
 }
 
 // New builds the server and registers the 11 tools.
@@ -69,6 +74,7 @@ func New(o Options) *Server {
 		log:    o.ErrorLog,
 		prefix: o.LogPrefix,
 		byName: make(map[string]*tool, len(tools)),
+		m:      newToolMetrics(o.Metrics),
 	}
 	if s.log == nil {
 		s.log = os.Stderr
@@ -132,17 +138,20 @@ func (s *Server) handler(t *tool) mcp.ToolHandler {
 // run decodes, calls the engine once, and renders. A panic below is logged
 // and answered as a tool error, never a crash.
 func (s *Server) run(ctx context.Context, t *tool, raw []byte) (res *mcp.CallToolResult) {
+	began := time.Now()
+	var out any
 	defer func() {
 		if p := recover(); p != nil {
 			fmt.Fprintf(s.log, "%s%s: %v\n", s.prefix, t.name, p)
 			res = toolError("Error: internal error in " + t.name + ".")
 		}
+		s.m.observe(t.name, out, res == nil || res.IsError, time.Since(began))
 	}()
 	a, err := decodeArgs(t.name, t.params, raw)
 	if err != nil {
 		return toolError(err.Error())
 	}
-	out, err := t.call(ctx, s, a)
+	out, err = t.call(ctx, s, a)
 	if err != nil {
 		return toolError(s.errorText(t.name, err))
 	}

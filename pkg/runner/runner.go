@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/handler"
 )
@@ -149,8 +149,7 @@ func Serve(ctx context.Context, opts Options, handlers ...Registration) error {
 	if err != nil {
 		return fmt.Errorf("runner: listen on %s: %w", opts.Listen, err)
 	}
-	conn, err := grpc.NewClient(opts.EngineAddr,
-		append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts.DialOptions...)...)
+	conn, err := client.NewConn(opts.EngineAddr, opts.DialOptions...)
 	if err != nil {
 		lis.Close()
 		return fmt.Errorf("runner: engine address %s: %w", opts.EngineAddr, err)

@@ -25,7 +25,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -35,6 +34,7 @@ import (
 	"github.com/realm-go/realm/agent-svc/internal/server"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/metrics"
 )
 
 func main() {
@@ -54,11 +54,12 @@ func envOr(key, def string) string {
 
 func run(log *slog.Logger) error {
 	addr := flag.String("addr", envOr("REALM_AGENT_LISTEN", "127.0.0.1:7071"), "gRPC listen address")
-	engineAddr := flag.String("engine-addr", client.EngineAddr(), "engine-svc address")
+	engineAddr := flag.String("engine-addr", client.EngineAddr(), "engine-svc address (host:port, or a comma-separated list of replicas)")
 	redisURL := flag.String("redis-url", "", "Redis holding the global drive limit; empty limits this process only")
 	maxDrives := flag.Int("max-drives", 8, "drives at once (across every replica with --redis-url); more wait their turn")
 	gatePoll := flag.Duration("gate-poll", 3*time.Second, "how often a run waiting at a gate is re-read (at most 3s)")
 	grace := flag.Duration("shutdown-grace", 5*time.Second, "how long drives may finish on shutdown")
+	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off)")
 	flag.Parse()
 	if *maxDrives < 1 {
 		return fmt.Errorf("--max-drives must be at least 1")
@@ -88,14 +89,16 @@ func run(log *slog.Logger) error {
 		log.Info("drive limit is this process's own: no --redis-url, so replicas do not share it", "max_drives", *maxDrives)
 	}
 
-	conn, err := grpc.NewClient(*engineAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := client.NewConn(*engineAddr)
 	if err != nil {
 		return fmt.Errorf("engine-svc address %s: %w", *engineAddr, err)
 	}
 	defer conn.Close()
 
+	mreg := metrics.NewRegistry()
 	svc := server.New(server.Config{
-		Engine: realmv1.NewEngineServiceClient(conn),
+		Metrics: mreg,
+		Engine:  realmv1.NewEngineServiceClient(conn),
 		Services: provider.Services{
 			Anthropic: provider.Config{APIKey: strings.TrimSpace(os.Getenv("ANTHROPIC_API_KEY")), BaseURL: strings.TrimSpace(os.Getenv("ANTHROPIC_BASE_URL"))},
 			OpenAI:    provider.Config{APIKey: strings.TrimSpace(os.Getenv("OPENAI_API_KEY")), BaseURL: strings.TrimSpace(os.Getenv("OPENAI_BASE_URL"))},
@@ -104,7 +107,15 @@ func run(log *slog.Logger) error {
 		GatePoll: *gatePoll,
 		Logger:   log,
 	})
-	gs := grpc.NewServer()
+	msrv, err := metrics.Serve(ctx, log, *metricsAddr, mreg)
+	if err != nil {
+		return err
+	}
+	if msrv != nil {
+		// Stop first: the listener ends with ctx, and run may return early.
+		defer func() { stop(); _ = msrv.Wait() }()
+	}
+	gs := grpc.NewServer(metrics.GRPCServer(mreg)...)
 	realmv1.RegisterAgentServiceServer(gs, svc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/realm-go/realm/agent-svc/internal/drive"
 	"github.com/realm-go/realm/agent-svc/internal/limit"
 	"github.com/realm-go/realm/agent-svc/internal/provider"
@@ -26,12 +28,15 @@ type Config struct {
 	// Track, when set, is told +1 when a drive takes its slot and -1 when
 	// it gives it back.
 	Track func(delta int)
+	// Metrics, when set, receives drive counts, failures and slots in use.
+	Metrics prometheus.Registerer
 }
 
 // Server implements realmv1.AgentServiceServer.
 type Server struct {
 	realmv1.UnimplementedAgentServiceServer
 	c Config
+	m *driveMetrics
 }
 
 // New returns the service. A nil Limiter is a local limit of 8.
@@ -42,13 +47,14 @@ func New(c Config) *Server {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{c: c}
+	return &Server{c: c, m: newDriveMetrics(c.Metrics)}
 }
 
 // DriveRun implements realmv1.AgentServiceServer.
 func (s *Server) DriveRun(req *realmv1.DriveRunRequest, stream realmv1.AgentService_DriveRunServer) error {
 	ctx := stream.Context()
 	send := func(ev *realmv1.DriveEvent) error {
+		s.m.event(ev)
 		return stream.Send(&realmv1.DriveRunResponse{Event: ev})
 	}
 	o := req.GetOptions()
@@ -76,6 +82,8 @@ func (s *Server) DriveRun(req *realmv1.DriveRunRequest, stream realmv1.AgentServ
 		return err
 	}
 	defer release()
+	s.m.slot(1)
+	defer s.m.slot(-1)
 	if s.c.Track != nil {
 		s.c.Track(1)
 		defer s.c.Track(-1)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -336,8 +338,21 @@ func TestPersistentRateLimitIsRecordedWithItsStatus(t *testing.T) {
 	st := newStub(t, "openai", func(int, wireRequest) answer {
 		return answer{status: http.StatusTooManyRequests, headers: map[string]string{"retry-after-ms": "10"}}
 	})
-	agent := startAgent(t, server.Config{Engine: eng, Services: openaiAt(st.URL())})
+	reg := prometheus.NewRegistry()
+	agent := startAgent(t, server.Config{Engine: eng, Services: openaiAt(st.URL()), Metrics: reg})
 	evs := drive(t, agent, &realmv1.DriveRunRequest{WorkflowId: "one", Params: params(t, map[string]any{"n": 1}), Options: opts("openai", "gpt-test")}, nil)
+	// The failure and the drive's end are counted (the slot gauge is left
+	// out: the server gives the slot back after the last event is sent).
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP realm_drive_failures_total Drive failures (a provider call that gave no usable answer), by provider and error class.
+# TYPE realm_drive_failures_total counter
+realm_drive_failures_total{error_class="api_status",provider="openai"} 1
+# HELP realm_drives_total Drives finished, by outcome (completed, refused, failed, …).
+# TYPE realm_drives_total counter
+realm_drives_total{outcome="stopped"} 1
+`), "realm_drive_failures_total", "realm_drives_total"); err != nil {
+		t.Error(err)
+	}
 	f := ofKind(evs, realmv1.DriveEventKind_DRIVE_EVENT_KIND_BLOCKED)[0].GetFailure()
 	if f.GetErrorClass() != "api_status" || f.GetLastObservedStatus() != 429 || f.GetAttemptsSdk() != 4 || f.GetRetryAfterObservedMs() != 10 ||
 		f.GetMessage() != "429 slow down" {

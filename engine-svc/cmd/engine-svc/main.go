@@ -1,6 +1,6 @@
 // Command engine-svc serves the Realm engine over gRPC.
 //
-//	engine-svc [--addr 127.0.0.1:7070] [--data-dir ~/.realm] [--redis-url redis://…]
+//	engine-svc [--addr 127.0.0.1:7070] [--data-dir ~/.realm] [--redis-url redis://…] [--metrics-addr :9090]
 //
 // Without --redis-url (or REDIS_URL) it runs an embedded Redis persisted
 // under --data-dir, so a laptop needs nothing else.
@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/engine-svc/internal/store/embedded"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/metrics"
 )
 
 func main() {
@@ -63,6 +65,13 @@ func run(log *slog.Logger) error {
 	buckets := flag.Int("buckets", 256, "run buckets of a new store (fixed once created)")
 	grace := flag.Duration("shutdown-grace", 20*time.Second, "how long in-flight calls may finish on shutdown")
 	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often expired gates that declare on_expiry are carried out (0 turns the sweeper off)")
+	prefix := flag.String("redis-prefix", "realm", "prefix of every Redis key (several stacks can share one Redis)")
+	// Testing only, left out of -help: claims go stale after this instead
+	// of the spec's window (at least 15 minutes), so a test can see a dead
+	// replica's claim go stale and reclaim it.
+	claimWindow := flag.Duration("claim-window", 0, "")
+	flag.Usage = usageHiding("claim-window")
+	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -84,21 +93,31 @@ func run(log *slog.Logger) error {
 	}
 	client := redis.NewClient(opt)
 	defer client.Close()
-	st := store.NewRedis(client, store.Options{Buckets: *buckets})
+	mreg := metrics.NewRegistry()
+	client.AddHook(metrics.RedisHook(mreg))
+	st := store.NewRedis(client, store.Options{Prefix: *prefix, Buckets: *buckets})
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := st.Ping(pingCtx); err != nil {
 		return fmt.Errorf("store unreachable: %w", err)
 	}
 
-	reg := registry.New(client, "", nil, 0)
-	eng := engine.New(engine.Options{Store: st, Logger: log, Registry: reg})
+	reg := registry.New(client, *prefix, nil, 0)
+	msrv, err := metrics.Serve(ctx, log, *metricsAddr, mreg)
+	if err != nil {
+		return err
+	}
+	if msrv != nil {
+		// Stop first: the listener ends with ctx, and run may return early.
+		defer func() { stop(); _ = msrv.Wait() }()
+	}
+	eng := engine.New(engine.Options{Store: st, Logger: log, Registry: reg, ClaimWindow: *claimWindow, Metrics: mreg})
 	defer eng.Close()
 	if *sweep > 0 {
 		// The sweeper stops with ctx; many replicas may sweep at once.
 		go eng.RunSweeper(ctx, *sweep)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(metrics.GRPCServer(mreg)...)
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
 	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
 	hs := health.NewServer()
@@ -133,4 +152,20 @@ func run(log *slog.Logger) error {
 		gs.Stop()
 	}
 	return nil
+}
+
+// usageHiding is flag's usage without the named (testing-only) flags.
+func usageHiding(hidden ...string) func() {
+	return func() {
+		out := flag.CommandLine.Output()
+		fmt.Fprintf(out, "Usage of %s:\n", os.Args[0])
+		shown := flag.NewFlagSet("", flag.ContinueOnError)
+		shown.SetOutput(out)
+		flag.VisitAll(func(f *flag.Flag) {
+			if !slices.Contains(hidden, f.Name) {
+				shown.Var(f.Value, f.Name, f.Usage)
+			}
+		})
+		shown.PrintDefaults()
+	}
 }

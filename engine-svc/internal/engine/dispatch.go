@@ -64,7 +64,11 @@ func (t *txn) capable(handler string) bool {
 func (t *txn) claimForDispatch(s *workflow.Step) {
 	c := &record.Claim{Token: uuid.NewString(), Holder: holderOf(t.caller), Since: record.FormatTime(t.now)}
 	if !t.def.Def.HasFinalizers() {
-		d := record.FormatTime(t.now.Add(claimWindow(s)))
+		window := claimWindow(s)
+		if t.e.claimWindow > 0 {
+			window = t.e.claimWindow
+		}
+		d := record.FormatTime(t.now.Add(window))
 		c.Deadline = &d
 	}
 	t.run.MarkInProgress(s.Name, c)

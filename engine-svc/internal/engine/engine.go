@@ -23,6 +23,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/engine-svc/internal/registry"
 	"github.com/realm-go/realm/engine-svc/internal/store"
@@ -46,6 +48,12 @@ type Options struct {
 	DefinitionTTL time.Duration
 	// RunCacheSize bounds the versioned run cache (0 = 4096 runs).
 	RunCacheSize int
+	// ClaimWindow, when positive, replaces the spec's claim window (the
+	// step's timeout across its attempts plus a minute, at least 15
+	// minutes): a test-only way to see a dead holder's claim go stale.
+	ClaimWindow time.Duration
+	// Metrics, when set, receives the engine's Prometheus instruments.
+	Metrics prometheus.Registerer
 }
 
 // Engine serves every act on runs and workflows. It is safe for concurrent
@@ -59,6 +67,10 @@ type Engine struct {
 	runs  *runCache
 	reg   *registry.Registry
 	conns *connPool
+	m     *instruments
+
+	// claimWindow is Options.ClaimWindow (0: the spec's rule).
+	claimWindow time.Duration
 }
 
 // New returns an Engine.
@@ -83,6 +95,9 @@ func New(o Options) *Engine {
 		runs:  &runCache{max: o.RunCacheSize, m: map[string]*decoded{}},
 		reg:   o.Registry,
 		conns: &connPool{},
+		m:     newInstruments(o.Metrics),
+
+		claimWindow: o.ClaimWindow,
 	}
 }
 
@@ -105,6 +120,10 @@ func (e *errWorkflowMissing) Error() string {
 func (e *Engine) update(ctx context.Context, runID string, fn func(t *txn) error) (*txn, error) {
 	fresh := false
 	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
+		// A decision that writes nothing (a refusal, "nothing to do") has
+		// no compare-and-set to catch a cached copy another replica has
+		// overtaken, so it is made again on the store's copy.
+		cached := !fresh && e.runs.get(runID) != nil
 		snap, err := e.snapshot(ctx, runID, fresh)
 		if err != nil {
 			return nil, err
@@ -114,9 +133,17 @@ func (e *Engine) update(ctx context.Context, runID string, fn func(t *txn) error
 			return nil, err
 		}
 		if err := fn(t); err != nil {
+			if cached {
+				fresh = true
+				continue
+			}
 			return t, err
 		}
 		if !t.dirty {
+			if cached {
+				fresh = true
+				continue
+			}
 			return t, nil
 		}
 		err = e.commit(ctx, t)
@@ -199,7 +226,7 @@ func decode(snap *store.Snapshot) (*decoded, error) {
 // the outputs map copied, so the cached copy is never changed; recorded
 // outputs themselves are never changed in place.
 func (e *Engine) begin(ctx context.Context, d *decoded) (*txn, error) {
-	t := &txn{e: e, ctx: ctx, run: d.run.Clone(), outputs: maps.Clone(d.outputs), traces: maps.Clone(d.traces), now: e.now(), base: d.snap}
+	t := &txn{e: e, ctx: ctx, run: d.run.Clone(), outputs: maps.Clone(d.outputs), traces: maps.Clone(d.traces), now: e.now(), base: d.snap, wasTerminal: d.run.Terminal()}
 	def, err := e.definition(ctx, t.run.WorkflowID)
 	if err != nil {
 		var missing *errWorkflowMissing

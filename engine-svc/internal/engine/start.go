@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -178,13 +179,19 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 	if err != nil {
 		return err
 	}
-	if err := e.st.CommitRun(ctx, change); err != nil {
+	began := time.Now()
+	err = e.st.CommitRun(ctx, change)
+	if err != nil {
 		if store.IsConflict(err) {
+			e.m.write("conflict", time.Since(began))
 			e.runs.drop(t.run.ID)
 			return err
 		}
+		e.m.write("error", time.Since(began))
 		return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to write run to store: "+err.Error())
 	}
+	e.m.write("ok", time.Since(began))
+	e.m.committed(t)
 	e.runs.put(t.run.ID, &decoded{snap: next, run: t.run.Clone(), outputs: maps.Clone(t.outputs), traces: maps.Clone(t.traces)})
 	return nil
 }

@@ -37,6 +37,8 @@ type txn struct {
 	idemKey    string
 	idemExpect string
 	create     bool
+	// wasTerminal is whether the run had ended before this transaction.
+	wasTerminal bool
 
 	// What the reply reports about this write.
 	chained      []*realmv1.ChainedStep

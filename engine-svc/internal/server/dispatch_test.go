@@ -71,7 +71,6 @@ func oneStep(handler, extra string) []byte {
 
 func TestEachHandlerOutcomeIsRecordedAsTheSeedSays(t *testing.T) {
 	t.Parallel()
-	var flaky atomic.Int64
 	handlers := map[string]handlerFunc{
 		"data": func(context.Context, *realmv1.ExecuteHandlerRequest) (*realmv1.ExecuteHandlerResponse, error) {
 			return &realmv1.ExecuteHandlerResponse{Data: value(t, map[string]any{"checked": 3.0})}, nil
@@ -98,8 +97,10 @@ func TestEachHandlerOutcomeIsRecordedAsTheSeedSays(t *testing.T) {
 			return &realmv1.ExecuteHandlerResponse{Error: &realmv1.HandlerError{Message: "Order A-17 is not in the system.", Code: "RESOURCE_NOT_FOUND",
 				Category: "RESOURCE", AgentAction: "report_to_user", Details: d}}, nil
 		},
-		"flaky": func(context.Context, *realmv1.ExecuteHandlerRequest) (*realmv1.ExecuteHandlerResponse, error) {
-			if flaky.Add(1)%3 != 0 {
+		// Fails until the third attempt (by the attempt the engine sends, so
+		// the two backends running at once do not share a count).
+		"flaky": func(_ context.Context, req *realmv1.ExecuteHandlerRequest) (*realmv1.ExecuteHandlerResponse, error) {
+			if req.GetAttempt() < 3 {
 				return &realmv1.ExecuteHandlerResponse{Error: &realmv1.HandlerError{Message: "rate limited", Code: "SERVICE_RATE_LIMITED", Retryable: true}}, nil
 			}
 			return &realmv1.ExecuteHandlerResponse{Data: value(t, map[string]any{"ok": true})}, nil

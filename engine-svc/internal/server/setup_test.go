@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,6 +22,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/metrics"
 )
 
 // backends are the two stores every engine test runs against.
@@ -45,8 +47,12 @@ func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // setup starts an engine over a store of the given kind, serves it with
 // real gRPC on a loopback socket, and returns a client.
-func setup(t testing.TB, backend string) *env {
+func setup(t testing.TB, backend string, opts ...setupOption) *env {
 	t.Helper()
+	var cfg setupConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	var rc *redis.Client
 	prefix := "realm"
 	switch backend {
@@ -58,12 +64,40 @@ func setup(t testing.TB, backend string) *env {
 		m := miniredis.RunT(t)
 		rc = redis.NewClient(&redis.Options{Addr: m.Addr()})
 	}
+	if cfg.metrics != nil {
+		rc.AddHook(metrics.RedisHook(cfg.metrics))
+	}
 	counter := &store.RoundTripCounter{}
 	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16, Counter: counter})
 	clk := &clock{}
 	reg := registry.New(rc, prefix, clk.Now, time.Millisecond)
-	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: slog.New(slog.DiscardHandler)})
-	gs := grpc.NewServer()
+	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: slog.New(slog.DiscardHandler), Metrics: cfg.metrics})
+	conn := serve(t, eng, reg, cfg.server...)
+	t.Cleanup(func() { st.Close() })
+	return &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix, eng: eng, clock: clk}
+}
+
+// setupConfig holds what a test adds to the standard engine.
+type setupConfig struct {
+	metrics prometheus.Registerer // engine, gRPC server and Redis client
+	server  []grpc.ServerOption
+}
+
+type setupOption func(*setupConfig)
+
+// withMetrics instruments the engine and its gRPC server into reg.
+func withMetrics(reg *prometheus.Registry) setupOption {
+	return func(c *setupConfig) {
+		c.metrics = reg
+		c.server = append(c.server, metrics.GRPCServer(reg)...)
+	}
+}
+
+// serve serves eng and reg with real gRPC on a loopback socket until the
+// test ends and returns a connection to it.
+func serve(t testing.TB, eng *engine.Engine, reg *registry.Registry, opts ...grpc.ServerOption) *grpc.ClientConn {
+	t.Helper()
+	gs := grpc.NewServer(opts...)
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
 	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -79,9 +113,8 @@ func setup(t testing.TB, backend string) *env {
 		eng.Close()
 		conn.Close()
 		gs.Stop()
-		st.Close()
 	})
-	return &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix, eng: eng, clock: clk}
+	return conn
 }
 
 func ctx(t testing.TB) context.Context {

@@ -27,13 +27,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/realm-go/realm/listen-svc/dedup"
 	"github.com/realm-go/realm/listen-svc/webhook"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/metrics"
 )
 
 func envOr(key, def string) string {
@@ -58,12 +57,12 @@ func run() error {
 	f := fs.v
 	log := webhook.NewLogger(os.Stdout, os.Stderr, webhook.ParseLevel(f.logLevel))
 
-	engConn, err := grpc.NewClient(f.engineAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	engConn, err := client.NewConn(f.engineAddr)
 	if err != nil {
 		return fmt.Errorf("engine-svc address %s: %w", f.engineAddr, err)
 	}
 	defer engConn.Close()
-	agentConn, err := grpc.NewClient(f.agentAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	agentConn, err := client.NewConn(f.agentAddr)
 	if err != nil {
 		return fmt.Errorf("agent-svc address %s: %w", f.agentAddr, err)
 	}
@@ -125,7 +124,7 @@ func run() error {
 	log.Info(fmt.Sprintf("realm listen on %s — %d workflow(s) mounted", lis.Addr(), len(cat.Table().Mounts())))
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
-	err = webhook.Serve(lis, srv, stop, log, 10*time.Second)
+	err = webhook.Serve(lis, webhook.Routes(srv, metrics.NewRegistry()), stop, log, 10*time.Second)
 	cancel()
 	if live := agent.Live(); len(live) > 0 {
 		log.Info("listen: drives still going were stopped; continue each with realm agent --run-id", webhook.KV{Key: "run_ids", Value: live})

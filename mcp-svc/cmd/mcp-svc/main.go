@@ -21,13 +21,11 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/realm-go/realm/pkg/cli"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/mcpserver"
+	"github.com/realm-go/realm/pkg/metrics"
 )
 
 const logPrefix = "mcp-svc: "
@@ -54,7 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs := flag.NewFlagSet("mcp-svc", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", envOr("REALM_MCP_LISTEN", "127.0.0.1:8080"), "HTTP listen address")
-	engineAddr := fs.String("engine-addr", envOr(client.EngineAddrEnv, client.DefaultEngineAddr), "engine-svc gRPC address")
+	engineAddr := fs.String("engine-addr", envOr(client.EngineAddrEnv, client.DefaultEngineAddr), "engine-svc gRPC address (host:port, or a comma-separated list of replicas)")
 	devFlag := fs.Bool("dev", false, "disable the token check (local development only)")
 	origins := fs.String("allowed-origins", getenv("REALM_MCP_ALLOWED_ORIGINS"), "comma-separated browser origins accepted besides loopback ones")
 	if err := fs.Parse(args); err != nil {
@@ -71,13 +69,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("%s%w", logPrefix, err)
 	}
 	// Lazy dial: mcp-svc starts while engine-svc is down, and a call then
-	// says it cannot reach it.
-	conn, err := grpc.NewClient(*engineAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// says it cannot reach it. "host:port,host:port" spreads calls over
+	// engine replicas (round-robin).
+	conn, err := client.NewConn(*engineAddr)
 	if err != nil {
 		return fmt.Errorf("Error: cannot reach engine-svc at %s: %w", *engineAddr, err)
 	}
 	defer conn.Close()
 
+	// /metrics shares the port; the Ingress publishes only /mcp.
+	reg := metrics.NewRegistry()
 	srv := mcpserver.New(mcpserver.Options{
 		Engine:     realmv1.NewEngineServiceClient(conn),
 		EngineAddr: *engineAddr,
@@ -85,6 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Version:    cli.Version,
 		ErrorLog:   stderr,
 		LogPrefix:  logPrefix,
+		Metrics:    reg,
 	})
 	var allowed []string
 	for _, o := range strings.Split(*origins, ",") {
@@ -93,7 +95,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Token: token, AllowedOrigins: allowed}))
+	mux.Handle("/mcp", metrics.HTTP(reg, "mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Token: token, AllowedOrigins: allowed})))
+	mux.Handle("GET /metrics", metrics.Handler(reg))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})

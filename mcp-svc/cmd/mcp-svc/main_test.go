@@ -228,6 +228,9 @@ func TestWithATokenOnlyBearerCallsReachTheTools(t *testing.T) {
 	if list, isErr := callTool(t, s, "list_workflows", nil); isErr || list["status"] != "ok" {
 		t.Errorf("list_workflows with the token: %v", list)
 	}
+	if _, isErr := callTool(t, s, "get_workflow_protocol", map[string]any{"workflow_id": "no-such-workflow"}); !isErr {
+		t.Errorf("get_workflow_protocol of an unknown workflow is not a tool error")
+	}
 	health, err := http.Get(strings.TrimSuffix(endpoint, "/mcp") + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +238,24 @@ func TestWithATokenOnlyBearerCallsReachTheTools(t *testing.T) {
 	health.Body.Close()
 	if health.StatusCode != 200 {
 		t.Errorf("/healthz without a token: %d", health.StatusCode)
+	}
+	// The refused call and the tool calls are counted by code.
+	m, err := http.Get(strings.TrimSuffix(endpoint, "/mcp") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(m.Body)
+	m.Body.Close()
+	for _, want := range []string{
+		`realm_http_requests_total{code="401",handler="mcp",method="post"} 1`,
+		`realm_http_requests_total{code="200",handler="mcp",method="post"}`,
+		`realm_mcp_tool_calls_total{result="ok",tool="list_workflows"} 1`,
+		`realm_mcp_tool_call_seconds_count{tool="list_workflows"} 1`,
+		`realm_mcp_tool_calls_total{result="tool_error",tool="get_workflow_protocol"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }
 

@@ -1,0 +1,147 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/metrics"
+)
+
+// scrape reads the /metrics page the way Prometheus does and returns its
+// sample lines for metrics whose name starts with prefix.
+func scrape(t *testing.T, addr, prefix string) map[string]bool {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s", resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]bool{}
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			lines[l] = true
+		}
+	}
+	return lines
+}
+
+// The engine counts at the write path: a run driven to completion shows as
+// one start, one completed end, its writes and its evidence by kind, and the
+// gRPC interceptor counts the calls that carried it.
+func TestMetricsCountARunDrivenToCompletion(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			reg := metrics.NewRegistry()
+			e := setup(t, b, withMetrics(reg))
+			sctx, cancel := context.WithCancel(context.Background())
+			srv, err := metrics.Serve(sctx, nil, "127.0.0.1:0", reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				cancel()
+				if err := srv.Wait(); err != nil {
+					t.Errorf("metrics server stopped with %v", err)
+				}
+			})
+
+			e.register(t, readFile(t, "testdata/triage.yaml"))
+			run := start(t, e, "triage", map[string]any{"ticket": 7}).GetRunId()
+			step(t, e, run, "classify", map[string]any{"category": "nope", "confidence": 0.9}) // counted refusal: a write, no evidence
+			step(t, e, run, "classify", map[string]any{"category": "billing", "confidence": 0.9})
+			step(t, e, run, "draft", map[string]any{"reply": "Refunded."})
+			step(t, e, run, "draft", map[string]any{"reply": "again"}) // terminal: no write
+			s := state(t, e, run)
+
+			got := scrape(t, srv.Addr(), "")
+			want := []string{
+				"realm_runs_started_total 1",
+				`realm_runs_ended_total{phase="completed"} 1`,
+				`realm_run_writes_total{result="ok"} 4`,
+				"realm_run_write_seconds_count 4",
+				`realm_step_records_total{kind="agent",status="success"} 2`,
+				`realm_step_records_total{kind="auto",status="success"} 1`,
+				`realm_step_records_total{kind="guard",status="success"} 1`,
+				`grpc_server_handled_total{grpc_code="OK",grpc_method="ExecuteStep",grpc_service="realm.v1.EngineService",grpc_type="unary"} 4`,
+				`grpc_server_handled_total{grpc_code="OK",grpc_method="StartRun",grpc_service="realm.v1.EngineService",grpc_type="unary"} 1`,
+			}
+			for _, w := range want {
+				if !got[w] {
+					t.Errorf("missing sample %q", w)
+				}
+			}
+			redisOK := false
+			for l := range got {
+				redisOK = redisOK || strings.HasPrefix(l, "realm_redis_round_trip_seconds_count{") && strings.Contains(l, `result="ok"`)
+			}
+			if !redisOK {
+				t.Errorf("no Redis round trip was timed")
+			}
+			// Every evidence entry is counted once, whatever its kind.
+			var records int64
+			for l := range got {
+				if strings.HasPrefix(l, "realm_step_records_total{") {
+					var n int64
+					if _, err := fmt.Sscan(l[strings.LastIndexByte(l, ' ')+1:], &n); err != nil {
+						t.Fatalf("sample %q: %v", l, err)
+					}
+					records += n
+				}
+			}
+			if records != int64(s.GetEvidenceCount()) {
+				t.Errorf("step_records_total sums to %d, run has %d evidence entries", records, s.GetEvidenceCount())
+			}
+			if t.Failed() {
+				for l := range got {
+					if strings.HasPrefix(l, "realm_") {
+						t.Log(l)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A gate that opens and then expires into an abort shows as one opened
+// gate, one expiry under its on_expiry and one aborted run.
+func TestMetricsCountGatesAndTheirExpiry(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	e := setup(t, "miniredis", withMetrics(reg))
+	sctx, cancel := context.WithCancel(context.Background())
+	srv, err := metrics.Serve(sctx, nil, "127.0.0.1:0", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = srv.Wait() })
+
+	run, _ := openExpiring(t, e, "expiring_abort", 12*time.Second)
+	if r := advance(t, e, run); r.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_ABORTED {
+		t.Fatalf("advance = %v", r)
+	}
+	got := scrape(t, srv.Addr(), "realm_")
+	for _, w := range []string{
+		"realm_gates_opened_total 1",
+		`realm_gate_expiries_total{on_expiry="abort"} 1`,
+		`realm_runs_ended_total{phase="aborted"} 1`,
+	} {
+		if !got[w] {
+			t.Errorf("missing sample %q in %v", w, got)
+		}
+	}
+}
