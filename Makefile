@@ -32,6 +32,10 @@ build: ## Build every binary into ./bin.
 	@echo "go build -> bin/: $(notdir $(CMDS))"
 	@go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./,$(CMDS))
 
+.PHONY: images
+images: ## Build the container images (needs a Docker engine); see docs/deploy.md.
+	@deploy/images.sh
+
 .PHONY: generate
 generate: ## Regenerate pkg/gen from proto/.
 	cd tools && GOWORK=off go tool buf generate --template buf.gen.yaml

@@ -1,0 +1,340 @@
+package deploy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// binary is one program the manifests run: where its main is, the flag it
+// listens on and its default (as --help prints it), the port the manifests
+// give it, how it is probed and how long it takes to stop.
+type binary struct {
+	name       string // the binary and its image, realm/<name>
+	cmd        string // its main package, from the repository root
+	workload   string // the Deployment that runs it
+	listenFlag string
+	// defaultListen is the listen flag's default in --help; the manifests
+	// override it (loopback defaults) with port.
+	defaultListen string
+	port          int32
+	// graceFlag bounds shutdown; fixedGrace is the grace of a binary
+	// without such a flag, checked against its source by graceSource.
+	graceFlag   string
+	fixedGrace  time.Duration
+	graceSource *regexp.Regexp
+	// grpcHealth: the readiness probe asks the gRPC health service for
+	// this service name, which the binary must register. httpHealth: the
+	// path its HTTP server answers. Neither: a TCP probe.
+	grpcHealth string
+	httpHealth string
+	// sourceFlags and sourceDefault read the flag names and the listen
+	// default from the main package's source, for a binary whose --help is
+	// not the flag package's.
+	sourceFlags, sourceDefault *regexp.Regexp
+}
+
+var binaries = []binary{
+	{name: "engine-svc", cmd: "engine-svc/cmd/engine-svc", workload: "engine-svc", listenFlag: "addr", defaultListen: "127.0.0.1:7070", port: 7070, graceFlag: "shutdown-grace", grpcHealth: "realm.v1.EngineService"},
+	{name: "mcp-svc", cmd: "mcp-svc/cmd/mcp-svc", workload: "mcp-svc", listenFlag: "addr", defaultListen: "127.0.0.1:8080", port: 8080,
+		fixedGrace: 10 * time.Second, graceSource: regexp.MustCompile(`Serve\(ctx, lis, mux, 10\*time\.Second\)`), httpHealth: "/healthz"},
+	{name: "agent-svc", cmd: "agent-svc/cmd/agent-svc", workload: "agent-svc", listenFlag: "addr", defaultListen: "127.0.0.1:7071", port: 7071, graceFlag: "shutdown-grace", grpcHealth: "realm.v1.AgentService"},
+	// listen-svc parses its own flags (no --help): they are read from its
+	// source.
+	{name: "listen-svc", cmd: "listen-svc/cmd/listen-svc", workload: "listen-svc", listenFlag: "addr", defaultListen: "127.0.0.1:8090", port: 8090,
+		fixedGrace: 10 * time.Second, graceSource: regexp.MustCompile(`Serve\(lis, .*, stop, log, 10\*time\.Second\)`), httpHealth: "/healthz",
+		sourceFlags: regexp.MustCompile(`case "([a-z][a-z-]*)":`), sourceDefault: regexp.MustCompile(`addr: envOr\("REALM_LISTEN_ADDR", "([^"]+)"\)`)},
+	{name: "example-runner", cmd: "services/example-runner/cmd/example-runner", workload: "runner-examples", listenFlag: "listen", defaultListen: "127.0.0.1:0", port: 7072, graceFlag: "shutdown-timeout"},
+}
+
+// helpFlags runs `go run ./<cmd> --help` and returns each flag's default
+// ("" when --help prints none). The executable is cached by the go command,
+// so only the first run after a change builds.
+func helpFlags(cmd string) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, "go", "run", "./"+cmd, "--help")
+	c.Dir = repoRoot
+	for _, kv := range os.Environ() {
+		// Defaults read from the environment would hide the built-in ones.
+		// GOWORK=off would hide the workspace the mains build in.
+		if !strings.HasPrefix(kv, "REALM_") && !strings.HasPrefix(kv, "REDIS_URL=") && !strings.HasPrefix(kv, "GOWORK=") {
+			c.Env = append(c.Env, kv)
+		}
+	}
+	out, _ := c.CombinedOutput() // --help exits 0 or 2 by flag handling; the text is what counts
+	flags := parseHelp(string(out))
+	if len(flags) == 0 {
+		return nil, fmt.Errorf("go run ./%s --help printed no flags:\n%s", cmd, out)
+	}
+	return flags, nil
+}
+
+var (
+	helpFlagLine = regexp.MustCompile(`^\s+-{1,2}([A-Za-z0-9][A-Za-z0-9._-]*)`)
+	helpDefault  = regexp.MustCompile(`\(default "?([^")]*)"?\)\s*$`)
+)
+
+// parseHelp reads the flag package's usage text: "  -name type" lines, each
+// followed by its description ending in "(default …)" when there is one.
+func parseHelp(text string) map[string]string {
+	flags := map[string]string{}
+	last := ""
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line := sc.Text()
+		if m := helpFlagLine.FindStringSubmatch(line); m != nil && !strings.HasPrefix(line, "    \t") {
+			last = m[1]
+			flags[last] = ""
+		}
+		if m := helpDefault.FindStringSubmatch(line); m != nil && last != "" {
+			flags[last] = m[1]
+		}
+	}
+	return flags
+}
+
+func TestParseHelpReadsFlagsAndDefaults(t *testing.T) {
+	t.Parallel()
+	text := "Usage of x:\n  -addr string\n    \tgRPC listen address (default \"127.0.0.1:7070\")\n  -dev\n    \tdisable the token check\n  -grace duration\n    \thow long (default 20s)\n"
+	got := parseHelp(text)
+	want := map[string]string{"addr": "127.0.0.1:7070", "dev": "", "grace": "20s"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("parseHelp = %v, want %v", got, want)
+	}
+}
+
+// listenPort is the port of a listen flag's value: host:port or a bare port.
+func listenPort(v string) (int32, error) {
+	if _, p, err := net.SplitHostPort(v); err == nil {
+		v = p
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	return int32(n), err
+}
+
+func TestManifestsMatchTheFlagsTheBinariesRead(t *testing.T) {
+	t.Parallel()
+	helps := map[string]map[string]string{}
+	for _, b := range binaries {
+		if _, err := os.Stat(filepath.Join(repoRoot, b.cmd)); err != nil {
+			t.Fatalf("%s: %v", b.name, err)
+		}
+		if b.sourceFlags != nil {
+			helps[b.name] = sourceHelp(t, b)
+			continue
+		}
+		helps[b.name] = nil
+	}
+	// Build and ask every binary at once: the first build is the slow part.
+	type result struct {
+		name  string
+		flags map[string]string
+		err   error
+	}
+	results := make(chan result, len(helps))
+	for _, b := range binaries {
+		if b.sourceFlags == nil {
+			go func() {
+				flags, err := helpFlags(b.cmd)
+				results <- result{b.name, flags, err}
+			}()
+		}
+	}
+	for range len(helps) - countSourceHelp() {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("%s: %v", r.name, r.err)
+		}
+		helps[r.name] = r.flags
+	}
+
+	for _, o := range overlays(t) {
+		r := render(t, filepath.Join("k8s", "overlays", o))
+		for _, b := range binaries {
+			t.Run(o+"/"+b.name, func(t *testing.T) {
+				checkBinary(t, r, b, helps[b.name])
+			})
+		}
+	}
+}
+
+func countSourceHelp() int {
+	n := 0
+	for _, b := range binaries {
+		if b.sourceFlags != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// sourceHelp reads a hand-parsed binary's flags from its main package.
+func sourceHelp(t *testing.T, b binary) map[string]string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(repoRoot, b.cmd, "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := map[string]string{}
+	for _, m := range b.sourceFlags.FindAllStringSubmatch(string(src), -1) {
+		flags[m[1]] = ""
+	}
+	if m := b.sourceDefault.FindStringSubmatch(string(src)); m != nil {
+		flags[b.listenFlag] = m[1]
+	}
+	if len(flags) == 0 {
+		t.Fatalf("%s: no flags found in its source by %v", b.name, b.sourceFlags)
+	}
+	return flags
+}
+
+func checkBinary(t *testing.T, r *rendered, b binary, help map[string]string) {
+	d := r.deployments[b.workload]
+	if d == nil {
+		t.Fatalf("no Deployment %s", b.workload)
+	}
+	pod := d.Spec.Template.Spec
+	i := slices.IndexFunc(pod.Containers, func(c corev1.Container) bool {
+		return strings.HasSuffix(strings.SplitN(c.Image, ":", 2)[0], "/"+b.name)
+	})
+	if i < 0 {
+		t.Fatalf("no container of %s runs image */%s", b.workload, b.name)
+	}
+	c := pod.Containers[i]
+	where := b.workload + " container " + c.Name
+	env := containerEnv(t, r, where, c)
+	args := expandArgs(t, where, c.Args, env)
+	flags := flagValues(args)
+
+	if help != nil {
+		if got, ok := help[b.listenFlag]; !ok || got != b.defaultListen {
+			t.Errorf("%s --help: --%s default %q (present %v), the table says %q", b.name, b.listenFlag, got, ok, b.defaultListen)
+		}
+		for name := range flags {
+			if _, ok := help[name]; !ok {
+				t.Errorf("%s: arg --%s is not a flag of %s (flags: %v)", where, name, b.name, sortedKeys(help))
+			}
+		}
+		if b.graceFlag != "" {
+			if _, ok := help[b.graceFlag]; !ok {
+				t.Errorf("%s has no --%s flag", b.name, b.graceFlag)
+			}
+		}
+	}
+
+	// The port: flag value, container port, probes and the Service all agree.
+	listen, ok := flags[b.listenFlag]
+	if !ok {
+		t.Fatalf("%s: no --%s: %s would listen on its default %q", where, b.listenFlag, b.name, b.defaultListen)
+	}
+	if host, _, err := net.SplitHostPort(listen); err == nil && (host == "127.0.0.1" || host == "localhost" || host == "::1") {
+		t.Errorf("%s: --%s=%s listens on loopback only; nothing in the cluster reaches it", where, b.listenFlag, listen)
+	}
+	if host, ok := flags["host"]; ok && host != "0.0.0.0" && host != "::" {
+		t.Errorf("%s: --host=%s, want every interface", where, host)
+	}
+	port, err := listenPort(listen)
+	if err != nil || port != b.port {
+		t.Errorf("%s: --%s=%s listens on %d, the table says %d", where, b.listenFlag, listen, port, b.port)
+	}
+	if _, ok := containerPort(c, intstr.FromInt32(port)); !ok {
+		t.Errorf("%s: listens on %d but declares ports %v", where, port, c.Ports)
+	}
+	for kind, probe := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		if probe == nil {
+			t.Errorf("%s: no %s probe", where, kind)
+			continue
+		}
+		h := probe.ProbeHandler
+		switch {
+		case b.grpcHealth != "":
+			if h.GRPC == nil || h.GRPC.Port != port {
+				t.Errorf("%s: %s probe is not gRPC health on %d", where, kind, port)
+			} else if kind == "readiness" && (h.GRPC.Service == nil || *h.GRPC.Service != b.grpcHealth) {
+				t.Errorf("%s: readiness asks for %v, want %s", where, h.GRPC.Service, b.grpcHealth)
+			}
+		case b.httpHealth != "":
+			if h.HTTPGet == nil || h.HTTPGet.Path != b.httpHealth {
+				t.Errorf("%s: %s probe is not GET %s", where, kind, b.httpHealth)
+			} else if p, _ := containerPort(c, h.HTTPGet.Port); p != port {
+				t.Errorf("%s: %s probe on %s, the server listens on %d", where, kind, h.HTTPGet.Port.String(), port)
+			}
+		default:
+			if h.TCPSocket == nil {
+				t.Errorf("%s: %s probe is not a TCP check", where, kind)
+			} else if p, _ := containerPort(c, h.TCPSocket.Port); p != port {
+				t.Errorf("%s: %s probe on %s, the server listens on %d", where, kind, h.TCPSocket.Port.String(), port)
+			}
+		}
+	}
+	checkHealthSource(t, b, help != nil)
+
+	// Termination: the kubelet waits for preStop, then the binary's grace.
+	grace := b.fixedGrace
+	if b.graceFlag != "" {
+		v, ok := flags[b.graceFlag]
+		if !ok && help != nil {
+			v = help[b.graceFlag]
+		}
+		grace, err = time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s: --%s=%q: %v", where, b.graceFlag, v, err)
+		}
+	}
+	var preStop time.Duration
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
+		preStop = time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+	}
+	tgp := 30 * time.Second // the API's default
+	if pod.TerminationGracePeriodSeconds != nil {
+		tgp = time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+	}
+	if tgp <= preStop+grace {
+		t.Errorf("%s: terminationGracePeriodSeconds %v is not above preStop %v + shutdown grace %v", where, tgp, preStop, grace)
+	}
+}
+
+// checkHealthSource checks the health endpoint the probes use against the
+// binary's own source.
+func checkHealthSource(t *testing.T, b binary, exists bool) {
+	t.Helper()
+	if !exists {
+		return
+	}
+	var src strings.Builder
+	module := strings.SplitN(b.cmd, "/", 2)[0]
+	if module == "services" {
+		module = b.cmd
+	}
+	_ = filepath.WalkDir(filepath.Join(repoRoot, module), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			data, _ := os.ReadFile(path)
+			src.Write(data)
+		}
+		return nil
+	})
+	text := src.String()
+	if b.grpcHealth != "" && !strings.Contains(text, `SetServingStatus("`+b.grpcHealth+`"`) {
+		t.Errorf("%s: its source registers no gRPC health status for %s", b.name, b.grpcHealth)
+	}
+	if b.httpHealth != "" && !strings.Contains(text, `"`+b.httpHealth+`"`) && !strings.Contains(text, `"GET `+b.httpHealth+`"`) {
+		t.Errorf("%s: its source serves no %s", b.name, b.httpHealth)
+	}
+	if b.graceSource != nil && !b.graceSource.MatchString(text) {
+		t.Errorf("%s: its source no longer shows a %v shutdown grace (%v); update the table and the manifests", b.name, b.fixedGrace, b.graceSource)
+	}
+}
