@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/metrics"
 )
 
 // tenSteps is a chain of ten agent steps, each with a small schema.
@@ -38,6 +39,11 @@ func tenSteps() []byte {
 func BenchmarkTransitions(b *testing.B) {
 	for _, runs := range []int{1, 32} {
 		b.Run(fmt.Sprintf("engine/runs=%d", runs), func(b *testing.B) { benchEngine(b, runs, false) })
+		// The same with every instrument on (engine, gRPC, Redis hook), as
+		// engine-svc runs: the difference is what metrics cost.
+		b.Run(fmt.Sprintf("engine_metrics/runs=%d", runs), func(b *testing.B) {
+			benchEngine(b, runs, false, withMetrics(metrics.NewRegistry()))
+		})
 		b.Run(fmt.Sprintf("engine_core/runs=%d", runs), func(b *testing.B) { benchEngine(b, runs, true) })
 		b.Run(fmt.Sprintf("bare_cas/runs=%d", runs), func(b *testing.B) { benchBareCAS(b, runs) })
 	}
@@ -46,8 +52,8 @@ func BenchmarkTransitions(b *testing.B) {
 // benchEngine drives transitions through gRPC, or with core set, by calling
 // the engine directly (no gRPC, no protobuf on the wire): the difference is
 // what the transport costs.
-func benchEngine(b *testing.B, workers int, core bool) {
-	e := setup(b, "redis")
+func benchEngine(b *testing.B, workers int, core bool, opts ...setupOption) {
+	e := setup(b, "redis", opts...)
 	if r := e.register(b, tenSteps()); !r.GetRegistered() {
 		b.Fatal(r.GetReport().GetText())
 	}
