@@ -36,6 +36,15 @@ type binary struct {
 	graceFlag   string
 	fixedGrace  time.Duration
 	graceSource *regexp.Regexp
+	// wantGrace, when set, is the shutdown grace the manifests must pass
+	// with graceFlag (the default asked for by operators, not the binary's).
+	wantGrace time.Duration
+	// metricsFlag is the flag that turns on a separate Prometheus listener
+	// ("" when /metrics shares the main port); metricsPort is the port
+	// Prometheus scrapes (0: no metrics), which the pod's prometheus.io/port
+	// annotation and a containerPort must name.
+	metricsFlag string
+	metricsPort int32
 	// grpcHealth: the readiness probe asks the gRPC health service for
 	// this service name, which the binary must register. httpHealth: the
 	// path its HTTP server answers. Neither: a TCP probe.
@@ -48,14 +57,18 @@ type binary struct {
 }
 
 var binaries = []binary{
-	{name: "engine-svc", cmd: "engine-svc/cmd/engine-svc", workload: "engine-svc", listenFlag: "addr", defaultListen: "127.0.0.1:7070", port: 7070, graceFlag: "shutdown-grace", grpcHealth: "realm.v1.EngineService"},
+	{name: "engine-svc", cmd: "engine-svc/cmd/engine-svc", workload: "engine-svc", listenFlag: "addr", defaultListen: "127.0.0.1:7070", port: 7070, graceFlag: "shutdown-grace", grpcHealth: "realm.v1.EngineService",
+		wantGrace: 60 * time.Second, metricsFlag: "metrics-addr", metricsPort: 9090},
 	{name: "mcp-svc", cmd: "mcp-svc/cmd/mcp-svc", workload: "mcp-svc", listenFlag: "addr", defaultListen: "127.0.0.1:8080", port: 8080,
-		fixedGrace: 10 * time.Second, graceSource: regexp.MustCompile(`Serve\(ctx, lis, mux, 10\*time\.Second\)`), httpHealth: "/healthz"},
-	{name: "agent-svc", cmd: "agent-svc/cmd/agent-svc", workload: "agent-svc", listenFlag: "addr", defaultListen: "127.0.0.1:7071", port: 7071, graceFlag: "shutdown-grace", grpcHealth: "realm.v1.AgentService"},
+		fixedGrace: 10 * time.Second, graceSource: regexp.MustCompile(`Serve\(ctx, lis, mux, 10\*time\.Second\)`), httpHealth: "/healthz",
+		metricsPort: 8080},
+	{name: "agent-svc", cmd: "agent-svc/cmd/agent-svc", workload: "agent-svc", listenFlag: "addr", defaultListen: "127.0.0.1:7071", port: 7071, graceFlag: "shutdown-grace", grpcHealth: "realm.v1.AgentService",
+		wantGrace: 60 * time.Second, metricsFlag: "metrics-addr", metricsPort: 9090},
 	// listen-svc parses its own flags (no --help): they are read from its
 	// source.
 	{name: "listen-svc", cmd: "listen-svc/cmd/listen-svc", workload: "listen-svc", listenFlag: "addr", defaultListen: "127.0.0.1:8090", port: 8090,
 		fixedGrace: 10 * time.Second, graceSource: regexp.MustCompile(`Serve\(lis, .*, stop, log, 10\*time\.Second\)`), httpHealth: "/healthz",
+		metricsPort: 8090,
 		sourceFlags: regexp.MustCompile(`case "([a-z][a-z-]*)":`), sourceDefault: regexp.MustCompile(`addr: envOr\("REALM_LISTEN_ADDR", "([^"]+)"\)`)},
 	{name: "example-runner", cmd: "services/example-runner/cmd/example-runner", workload: "runner-examples", listenFlag: "listen", defaultListen: "127.0.0.1:0", port: 7072, graceFlag: "shutdown-timeout"},
 }
@@ -282,6 +295,7 @@ func checkBinary(t *testing.T, r *rendered, b binary, help map[string]string) {
 		}
 	}
 	checkHealthSource(t, b, help != nil)
+	checkMetrics(t, b, where, d.Spec.Template.Annotations, c, flags, help)
 
 	// Termination: the kubelet waits for preStop, then the binary's grace.
 	grace := b.fixedGrace
@@ -293,6 +307,9 @@ func checkBinary(t *testing.T, r *rendered, b binary, help map[string]string) {
 		grace, err = time.ParseDuration(v)
 		if err != nil {
 			t.Fatalf("%s: --%s=%q: %v", where, b.graceFlag, v, err)
+		}
+		if b.wantGrace != 0 && grace != b.wantGrace {
+			t.Errorf("%s: --%s=%s, want %v", where, b.graceFlag, v, b.wantGrace)
 		}
 	}
 	var preStop time.Duration
@@ -308,13 +325,9 @@ func checkBinary(t *testing.T, r *rendered, b binary, help map[string]string) {
 	}
 }
 
-// checkHealthSource checks the health endpoint the probes use against the
-// binary's own source.
-func checkHealthSource(t *testing.T, b binary, exists bool) {
-	t.Helper()
-	if !exists {
-		return
-	}
+// moduleSource is the non-test Go source of the module a binary is built
+// from (a runner: its own directory).
+func moduleSource(b binary) string {
 	var src strings.Builder
 	module := strings.SplitN(b.cmd, "/", 2)[0]
 	if module == "services" {
@@ -327,7 +340,17 @@ func checkHealthSource(t *testing.T, b binary, exists bool) {
 		}
 		return nil
 	})
-	text := src.String()
+	return src.String()
+}
+
+// checkHealthSource checks the health endpoint the probes use against the
+// binary's own source.
+func checkHealthSource(t *testing.T, b binary, exists bool) {
+	t.Helper()
+	if !exists {
+		return
+	}
+	text := moduleSource(b)
 	if b.grpcHealth != "" && !strings.Contains(text, `SetServingStatus("`+b.grpcHealth+`"`) {
 		t.Errorf("%s: its source registers no gRPC health status for %s", b.name, b.grpcHealth)
 	}
@@ -336,5 +359,58 @@ func checkHealthSource(t *testing.T, b binary, exists bool) {
 	}
 	if b.graceSource != nil && !b.graceSource.MatchString(text) {
 		t.Errorf("%s: its source no longer shows a %v shutdown grace (%v); update the table and the manifests", b.name, b.fixedGrace, b.graceSource)
+	}
+}
+
+// checkMetrics checks that Prometheus is told (by the pod's scrape
+// annotations) the port the binary serves /metrics on: the port of its
+// --<metricsFlag> value, which must be a flag of the binary, or its main
+// port when /metrics shares it (then its source must serve GET /metrics).
+func checkMetrics(t *testing.T, b binary, where string, annotations map[string]string, c corev1.Container, flags, help map[string]string) {
+	t.Helper()
+	if b.metricsPort == 0 {
+		if _, ok := annotations["prometheus.io/port"]; ok {
+			t.Errorf("%s: a prometheus.io/port annotation, but the table gives %s no metrics", where, b.name)
+		}
+		return
+	}
+	served := b.port
+	if b.metricsFlag != "" {
+		if _, ok := help[b.metricsFlag]; help != nil && !ok {
+			t.Errorf("%s has no --%s flag (flags: %v)", b.name, b.metricsFlag, sortedKeys(help))
+		}
+		v, ok := flags[b.metricsFlag]
+		if !ok {
+			t.Errorf("%s: no --%s: %s serves no metrics", where, b.metricsFlag, b.name)
+			return
+		}
+		if host, _, err := net.SplitHostPort(v); err == nil && (host == "127.0.0.1" || host == "localhost" || host == "::1") {
+			t.Errorf("%s: --%s=%s listens on loopback only; Prometheus cannot reach it", where, b.metricsFlag, v)
+		}
+		p, err := listenPort(v)
+		if err != nil {
+			t.Errorf("%s: --%s=%q: %v", where, b.metricsFlag, v, err)
+			return
+		}
+		served = p
+		if p, ok := containerPort(c, intstr.FromString("metrics")); !ok || p != served {
+			t.Errorf("%s: --%s=%s, but the container port named metrics is %d (declared %v)", where, b.metricsFlag, v, p, ok)
+		}
+	} else if help != nil {
+		if src := moduleSource(b); !strings.Contains(src, `"GET /metrics"`) && !strings.Contains(src, `"/metrics"`) {
+			t.Errorf("%s: its source serves no /metrics on its main port", b.name)
+		}
+	}
+	if served != b.metricsPort {
+		t.Errorf("%s: metrics served on %d, the table says %d", where, served, b.metricsPort)
+	}
+	if got := annotations["prometheus.io/scrape"]; got != "true" {
+		t.Errorf("%s: prometheus.io/scrape = %q, want \"true\"", where, got)
+	}
+	if got := annotations["prometheus.io/port"]; got != strconv.Itoa(int(served)) {
+		t.Errorf("%s: prometheus.io/port = %q, the binary serves metrics on %d", where, got, served)
+	}
+	if got := annotations["prometheus.io/path"]; got != "/metrics" {
+		t.Errorf("%s: prometheus.io/path = %q, want /metrics", where, got)
 	}
 }

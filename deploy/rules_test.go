@@ -314,6 +314,9 @@ func TestEveryAddressNamesAServicePort(t *testing.T) {
 						t.Errorf("%s: %s=%q: %v", where, from, addr, err)
 						continue
 					}
+					if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+						continue // a listen address (--metrics-addr=0.0.0.0:9090), not one dialed
+					}
 					svc := r.services[host]
 					if svc == nil {
 						t.Errorf("%s: %s=%q names no Service", where, from, addr)
@@ -393,6 +396,52 @@ func TestRunnersAreNamedAfterTheirCapability(t *testing.T) {
 		}
 		if runners == 0 {
 			t.Error("no runner Deployments")
+		}
+	})
+}
+
+// TestEveryScrapedPodExposesItsMetricsPort: Prometheus's pod discovery
+// scrapes the port a pod's prometheus.io/port annotation names; the pod must
+// declare it as a containerPort, and say scrape "true" and a path.
+func TestEveryScrapedPodExposesItsMetricsPort(t *testing.T) {
+	t.Parallel()
+	forEachOverlay(t, func(t *testing.T, r *rendered) {
+		scraped := 0
+		for _, w := range r.workloads() {
+			a := w.template.Annotations
+			v, ok := a["prometheus.io/port"]
+			if !ok {
+				if _, ok := a["prometheus.io/scrape"]; ok {
+					t.Errorf("%s %s: prometheus.io/scrape without prometheus.io/port", w.kind, w.name)
+				}
+				continue
+			}
+			scraped++
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				t.Errorf("%s %s: prometheus.io/port %q is not a port number", w.kind, w.name, v)
+				continue
+			}
+			if !slices.ContainsFunc(w.template.Spec.Containers, func(c corev1.Container) bool {
+				_, ok := containerPort(c, intstr.FromInt32(int32(n)))
+				return ok
+			}) {
+				t.Errorf("%s %s: prometheus.io/port %s is no containerPort of the pod", w.kind, w.name, v)
+			}
+			if a["prometheus.io/scrape"] != "true" {
+				t.Errorf("%s %s: prometheus.io/scrape = %q, want \"true\"", w.kind, w.name, a["prometheus.io/scrape"])
+			}
+			if !strings.HasPrefix(a["prometheus.io/path"], "/") {
+				t.Errorf("%s %s: prometheus.io/path = %q, want a path", w.kind, w.name, a["prometheus.io/path"])
+			}
+		}
+		for _, svc := range frontServices {
+			if d := r.deployments[svc]; d != nil && d.Spec.Template.Annotations["prometheus.io/port"] == "" {
+				t.Errorf("%s: its pods carry no prometheus.io/port annotation", svc)
+			}
+		}
+		if scraped == 0 {
+			t.Error("no pod is scraped")
 		}
 	})
 }
