@@ -10,6 +10,7 @@ import (
 	"time"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/tracing"
 )
 
 // Dispatcher hands a created run to whatever drives it.
@@ -53,8 +54,9 @@ func NewAgent(client realmv1.AgentServiceClient, options *realmv1.DriveOptions, 
 
 // Dispatch implements Dispatcher.
 func (a *Agent) Dispatch(ctx context.Context, runID string) error {
-	// The drive outlives the request: its context is the dispatcher's.
-	dctx, cancel := context.WithCancel(a.ctx)
+	// The drive outlives the request: its context is the dispatcher's,
+	// carrying on the request's trace.
+	dctx, cancel := context.WithCancel(tracing.Continue(a.ctx, ctx))
 	stream, err := a.client.DriveRun(dctx, &realmv1.DriveRunRequest{RunId: runID, Options: a.options, Caller: a.caller})
 	if err != nil {
 		cancel()

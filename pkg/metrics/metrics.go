@@ -125,3 +125,18 @@ func HTTP(reg prometheus.Registerer, name string, h http.Handler) http.Handler {
 	reg.MustRegister(requests, duration)
 	return promhttp.InstrumentHandlerCounter(requests, promhttp.InstrumentHandlerDuration(duration, h))
 }
+
+// GRPCClient registers the standard gRPC client instruments (calls started,
+// handled by code, handling-time histogram) and returns the dial options
+// that feed them. Register once per registry and share the options among
+// the process's connections.
+func GRPCClient(reg prometheus.Registerer) []grpc.DialOption {
+	m := grpcprom.NewClientMetrics(grpcprom.WithClientHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets([]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}),
+	))
+	reg.MustRegister(m)
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(m.UnaryClientInterceptor()),
+		grpc.WithChainStreamInterceptor(m.StreamClientInterceptor()),
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/handler"
+	"github.com/realm-go/realm/pkg/tracing"
 )
 
 // Defaults of Options.
@@ -156,7 +157,9 @@ func Serve(ctx context.Context, opts Options, handlers ...Registration) error {
 	}
 	defer conn.Close()
 
-	srv := grpc.NewServer(opts.ServerOptions...)
+	// Each call continues the engine's trace (a no-op until tracing.Setup
+	// configures an exporter).
+	srv := grpc.NewServer(append([]grpc.ServerOption{tracing.ServerHandler()}, opts.ServerOptions...)...)
 	realmv1.RegisterRunnerServiceServer(srv, svc)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -34,11 +35,13 @@ import (
 	"github.com/realm-go/realm/agent-svc/internal/server"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/logging"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/tracing"
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := logging.New(os.Stderr, os.Getenv)
 	if err := run(log); err != nil {
 		log.Error("agent-svc stopped", "err", err)
 		os.Exit(1)
@@ -67,6 +70,17 @@ func run(log *slog.Logger) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	shutdownTracing, err := tracing.Setup(ctx, "agent-svc")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("tracing shutdown", "err", err)
+		}
+	}()
 
 	var lim limit.Limiter
 	if *redisURL != "" {
@@ -89,19 +103,25 @@ func run(log *slog.Logger) error {
 		log.Info("drive limit is this process's own: no --redis-url, so replicas do not share it", "max_drives", *maxDrives)
 	}
 
-	conn, err := client.NewConn(*engineAddr)
+	mreg := metrics.NewRegistry()
+	conn, err := client.NewConn(*engineAddr, append(metrics.GRPCClient(mreg), tracing.ClientHandler())...)
 	if err != nil {
 		return fmt.Errorf("engine-svc address %s: %w", *engineAddr, err)
 	}
 	defer conn.Close()
 
-	mreg := metrics.NewRegistry()
+	// Model calls get client spans only when traces are exported: a
+	// traceparent is not sent to a provider otherwise.
+	var httpClient *http.Client
+	if tracing.Exporting() {
+		httpClient = &http.Client{Transport: tracing.Transport(nil)}
+	}
 	svc := server.New(server.Config{
 		Metrics: mreg,
 		Engine:  realmv1.NewEngineServiceClient(conn),
 		Services: provider.Services{
-			Anthropic: provider.Config{APIKey: strings.TrimSpace(os.Getenv("ANTHROPIC_API_KEY")), BaseURL: strings.TrimSpace(os.Getenv("ANTHROPIC_BASE_URL"))},
-			OpenAI:    provider.Config{APIKey: strings.TrimSpace(os.Getenv("OPENAI_API_KEY")), BaseURL: strings.TrimSpace(os.Getenv("OPENAI_BASE_URL"))},
+			Anthropic: provider.Config{APIKey: strings.TrimSpace(os.Getenv("ANTHROPIC_API_KEY")), BaseURL: strings.TrimSpace(os.Getenv("ANTHROPIC_BASE_URL")), HTTPClient: httpClient},
+			OpenAI:    provider.Config{APIKey: strings.TrimSpace(os.Getenv("OPENAI_API_KEY")), BaseURL: strings.TrimSpace(os.Getenv("OPENAI_BASE_URL")), HTTPClient: httpClient},
 		},
 		Limiter:  lim,
 		GatePoll: *gatePoll,
@@ -115,7 +135,7 @@ func run(log *slog.Logger) error {
 		// Stop first: the listener ends with ctx, and run may return early.
 		defer func() { stop(); _ = msrv.Wait() }()
 	}
-	gs := grpc.NewServer(metrics.GRPCServer(mreg)...)
+	gs := grpc.NewServer(append(metrics.GRPCServer(mreg), tracing.ServerHandler())...)
 	realmv1.RegisterAgentServiceServer(gs, svc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

@@ -32,11 +32,13 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/engine-svc/internal/store/embedded"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/logging"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/tracing"
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := logging.New(os.Stderr, os.Getenv)
 	if err := run(log); err != nil {
 		log.Error("engine-svc stopped", "err", err)
 		os.Exit(1)
@@ -76,6 +78,17 @@ func run(log *slog.Logger) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	shutdownTracing, err := tracing.Setup(ctx, "engine-svc")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("tracing shutdown", "err", err)
+		}
+	}()
 
 	url := *redisURL
 	if url == "" {
@@ -117,7 +130,7 @@ func run(log *slog.Logger) error {
 		// The sweeper stops with ctx; many replicas may sweep at once.
 		go eng.RunSweeper(ctx, *sweep)
 	}
-	gs := grpc.NewServer(metrics.GRPCServer(mreg)...)
+	gs := grpc.NewServer(append(metrics.GRPCServer(mreg), tracing.ServerHandler())...)
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
 	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
 	hs := health.NewServer()

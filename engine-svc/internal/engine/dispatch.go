@@ -20,6 +20,7 @@ import (
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/quote"
 	"github.com/realm-go/realm/pkg/template"
+	"github.com/realm-go/realm/pkg/tracing"
 	"github.com/realm-go/realm/pkg/workflow"
 )
 
@@ -497,7 +498,9 @@ func (p *connPool) get(endpoint string) (*grpc.ClientConn, error) {
 	if c, ok := p.m[endpoint]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The client handler carries the caller's trace to the runner (a no-op
+	// until tracing.Setup configures an exporter).
+	c, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()), tracing.ClientHandler())
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -100,4 +101,32 @@ func (t *txn) stepKind(name string) string {
 		}
 	}
 	return "unknown"
+}
+
+// logCommit writes the log lines of an accepted change: one Debug line per
+// write (run_id, version, phase and the steps it recorded) and one Info
+// line when the run ends, so a run's story can be followed by its run_id.
+func (e *Engine) logCommit(t *txn, version int64) {
+	ctx := t.ctx
+	if !e.log.Enabled(ctx, slog.LevelDebug) && (t.wasTerminal || !t.run.Terminal()) {
+		return
+	}
+	steps := make([]string, 0, len(t.evidence))
+	for _, ev := range t.evidence {
+		steps = append(steps, ev.StepID+"="+ev.Status)
+	}
+	attrs := []slog.Attr{
+		slog.String("run_id", t.run.ID), slog.String("workflow_id", t.run.WorkflowID),
+		slog.Int64("run_version", version), slog.String("phase", t.run.Phase()),
+	}
+	if len(steps) > 0 {
+		attrs = append(attrs, slog.Any("steps", steps))
+	}
+	if t.openedGate != "" {
+		attrs = append(attrs, slog.String("gate_step", t.openedGate))
+	}
+	e.log.LogAttrs(ctx, slog.LevelDebug, "run written", attrs...)
+	if !t.wasTerminal && t.run.Terminal() {
+		e.log.LogAttrs(ctx, slog.LevelInfo, "run ended", attrs...)
+	}
 }

@@ -1,11 +1,15 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,4 +148,67 @@ func TestMetricsCountGatesAndTheirExpiry(t *testing.T) {
 			t.Errorf("missing sample %q in %v", w, got)
 		}
 	}
+}
+
+// The engine's JSON log tells a run's story by run_id: a Debug line per
+// write with its version and recorded steps, and one Info line when it ends.
+func TestLogFollowsARunByItsID(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	e := setup(t, "miniredis", withLog(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	e.register(t, readFile(t, "testdata/triage.yaml"))
+	run := start(t, e, "triage", map[string]any{"ticket": 3}).GetRunId()
+	step(t, e, run, "classify", map[string]any{"category": "bug", "confidence": 0.5})
+	step(t, e, run, "draft", map[string]any{"reply": "Fixed."})
+
+	type line struct {
+		Level   string   `json:"level"`
+		Msg     string   `json:"msg"`
+		RunID   string   `json:"run_id"`
+		Version int64    `json:"run_version"`
+		Phase   string   `json:"phase"`
+		Steps   []string `json:"steps"`
+	}
+	var written []line
+	var ended []line
+	for raw := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
+		var l line
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatalf("not a JSON line: %q", raw)
+		}
+		if l.RunID != run {
+			continue
+		}
+		switch l.Msg {
+		case "run written":
+			written = append(written, l)
+		case "run ended":
+			ended = append(ended, l)
+		}
+	}
+	if len(written) != 3 || written[0].Version != 0 || written[2].Version != 2 ||
+		strings.Join(written[1].Steps, ",") != "classify=success,route=success,not_spam=success" {
+		t.Errorf("run written lines = %+v", written)
+	}
+	if len(ended) != 1 || ended[0].Level != "INFO" || ended[0].Phase != "completed" || strings.Join(ended[0].Steps, ",") != "draft=success" {
+		t.Errorf("run ended lines = %+v", ended)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the engine's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -71,7 +71,7 @@ func setup(t testing.TB, backend string, opts ...setupOption) *env {
 	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16, Counter: counter})
 	clk := &clock{}
 	reg := registry.New(rc, prefix, clk.Now, time.Millisecond)
-	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: slog.New(slog.DiscardHandler), Metrics: cfg.metrics})
+	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: cfg.logger(), Metrics: cfg.metrics})
 	conn := serve(t, eng, reg, cfg.server...)
 	t.Cleanup(func() { st.Close() })
 	return &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix, eng: eng, clock: clk}
@@ -81,6 +81,14 @@ func setup(t testing.TB, backend string, opts ...setupOption) *env {
 type setupConfig struct {
 	metrics prometheus.Registerer // engine, gRPC server and Redis client
 	server  []grpc.ServerOption
+	log     slog.Handler // nil: discard
+}
+
+func (c setupConfig) logger() *slog.Logger {
+	if c.log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(c.log)
 }
 
 type setupOption func(*setupConfig)
@@ -115,6 +123,11 @@ func serve(t testing.TB, eng *engine.Engine, reg *registry.Registry, opts ...grp
 		gs.Stop()
 	})
 	return conn
+}
+
+// withLog sends the engine's log to h.
+func withLog(h slog.Handler) setupOption {
+	return func(c *setupConfig) { c.log = h }
 }
 
 func ctx(t testing.TB) context.Context {

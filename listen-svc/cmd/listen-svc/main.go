@@ -33,6 +33,7 @@ import (
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/tracing"
 )
 
 func envOr(key, def string) string {
@@ -56,13 +57,26 @@ func run() error {
 	}
 	f := fs.v
 	log := webhook.NewLogger(os.Stdout, os.Stderr, webhook.ParseLevel(f.logLevel))
+	shutdownTracing, err := tracing.Setup(context.Background(), "listen-svc")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("listen: tracing shutdown: " + err.Error())
+		}
+	}()
 
-	engConn, err := client.NewConn(f.engineAddr)
+	reg := metrics.NewRegistry()
+	dial := append(metrics.GRPCClient(reg), tracing.ClientHandler())
+	engConn, err := client.NewConn(f.engineAddr, dial...)
 	if err != nil {
 		return fmt.Errorf("engine-svc address %s: %w", f.engineAddr, err)
 	}
 	defer engConn.Close()
-	agentConn, err := client.NewConn(f.agentAddr)
+	agentConn, err := client.NewConn(f.agentAddr, dial...)
 	if err != nil {
 		return fmt.Errorf("agent-svc address %s: %w", f.agentAddr, err)
 	}
@@ -124,7 +138,7 @@ func run() error {
 	log.Info(fmt.Sprintf("realm listen on %s — %d workflow(s) mounted", lis.Addr(), len(cat.Table().Mounts())))
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
-	err = webhook.Serve(lis, webhook.Routes(srv, metrics.NewRegistry()), stop, log, 10*time.Second)
+	err = webhook.Serve(lis, webhook.Routes(tracing.Handler("webhook", srv), reg), stop, log, 10*time.Second)
 	cancel()
 	if live := agent.Live(); len(live) > 0 {
 		log.Info("listen: drives still going were stopped; continue each with realm agent --run-id", webhook.KV{Key: "run_ids", Value: live})

@@ -26,6 +26,7 @@ import (
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/mcpserver"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/tracing"
 )
 
 const logPrefix = "mcp-svc: "
@@ -68,17 +69,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("%s%w", logPrefix, err)
 	}
+	shutdownTracing, err := tracing.Setup(ctx, "mcp-svc")
+	if err != nil {
+		return fmt.Errorf("%s%w", logPrefix, err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			fmt.Fprintf(stderr, "%stracing shutdown: %v\n", logPrefix, err)
+		}
+	}()
 	// Lazy dial: mcp-svc starts while engine-svc is down, and a call then
 	// says it cannot reach it. "host:port,host:port" spreads calls over
 	// engine replicas (round-robin).
-	conn, err := client.NewConn(*engineAddr)
+	// /metrics shares the port; the Ingress publishes only /mcp.
+	reg := metrics.NewRegistry()
+	conn, err := client.NewConn(*engineAddr, append(metrics.GRPCClient(reg), tracing.ClientHandler())...)
 	if err != nil {
 		return fmt.Errorf("Error: cannot reach engine-svc at %s: %w", *engineAddr, err)
 	}
 	defer conn.Close()
 
-	// /metrics shares the port; the Ingress publishes only /mcp.
-	reg := metrics.NewRegistry()
 	srv := mcpserver.New(mcpserver.Options{
 		Engine:     realmv1.NewEngineServiceClient(conn),
 		EngineAddr: *engineAddr,
@@ -95,7 +107,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", metrics.HTTP(reg, "mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Token: token, AllowedOrigins: allowed})))
+	mux.Handle("/mcp", metrics.HTTP(reg, "mcp", tracing.Handler("mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Token: token, AllowedOrigins: allowed}))))
 	mux.Handle("GET /metrics", metrics.Handler(reg))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")

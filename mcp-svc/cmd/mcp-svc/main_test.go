@@ -252,6 +252,7 @@ func TestWithATokenOnlyBearerCallsReachTheTools(t *testing.T) {
 		`realm_mcp_tool_calls_total{result="ok",tool="list_workflows"} 1`,
 		`realm_mcp_tool_call_seconds_count{tool="list_workflows"} 1`,
 		`realm_mcp_tool_calls_total{result="tool_error",tool="get_workflow_protocol"} 1`,
+		`grpc_client_handled_total{grpc_code="OK",grpc_method="ListWorkflows",grpc_service="realm.v1.EngineService",grpc_type="unary"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)

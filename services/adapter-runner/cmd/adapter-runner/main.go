@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/realm-go/realm/pkg/runner"
+	"github.com/realm-go/realm/pkg/tracing"
 	"github.com/realm-go/realm/services/adapter-runner/adapters"
 	"github.com/realm-go/realm/services/adapter-runner/ratelimit"
 )
@@ -71,5 +72,16 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	shutdownTracing, err := tracing.Setup(ctx, opts.Name)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			opts.Logger.Warn("tracing shutdown", "err", err)
+		}
+	}()
 	return runner.Serve(ctx, opts)
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/realm-go/realm/pkg/runner"
+	"github.com/realm-go/realm/pkg/tracing"
 	"github.com/realm-go/realm/services/example-runner/handlers"
 )
 
@@ -53,7 +54,18 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := runner.Serve(ctx, opts, regs...)
+	shutdownTracing, err := tracing.Setup(ctx, opts.Name)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			opts.Logger.Warn("tracing shutdown", "err", err)
+		}
+	}()
+	err = runner.Serve(ctx, opts, regs...)
 	if errors.Is(err, runner.ErrDuplicateHandler) {
 		return fmt.Errorf("Error loading extensions: %w", err)
 	}

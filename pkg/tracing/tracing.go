@@ -1,0 +1,144 @@
+// Package tracing holds what every Realm service shares for OpenTelemetry
+// traces: one Setup that installs the global tracer provider and the W3C
+// propagators, and the gRPC and HTTP instrumentation that uses them.
+//
+// Tracing is off unless configured the standard way: spans are exported
+// over OTLP only when OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (and OTEL_SDK_DISABLED is not
+// true). Otherwise Setup installs only the propagators, so a traceparent a
+// caller sends still reaches the next hop, and records nothing.
+package tracing
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc"
+)
+
+// The standard OpenTelemetry environment variables Setup reads itself; the
+// exporters and the SDK read the rest (headers, timeouts, sampler, batch
+// sizes, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES).
+const (
+	EnvEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	EnvTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	EnvProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	EnvTracesProtocol = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	EnvSDKDisabled    = "OTEL_SDK_DISABLED"
+)
+
+// Exporting reports whether the environment asks for spans to be
+// exported: an OTLP endpoint is set and the SDK is not disabled.
+func Exporting() bool { return exporting(os.Getenv) }
+
+func exporting(getenv func(string) string) bool {
+	if strings.EqualFold(strings.TrimSpace(getenv(EnvSDKDisabled)), "true") {
+		return false
+	}
+	return getenv(EnvEndpoint) != "" || getenv(EnvTracesEndpoint) != ""
+}
+
+// protocol is the OTLP transport the environment names: "grpc" or
+// "http/protobuf" (the specification's default).
+func protocol(getenv func(string) string) string {
+	p := getenv(EnvTracesProtocol)
+	if p == "" {
+		p = getenv(EnvProtocol)
+	}
+	if strings.TrimSpace(p) == "grpc" {
+		return "grpc"
+	}
+	return "http/protobuf"
+}
+
+// Propagator is the W3C Trace Context and Baggage propagator every Realm
+// hop uses.
+func Propagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+}
+
+// Setup installs the global propagator and tracer provider for the
+// service. When the environment asks for export (see Exporting) the
+// provider batches spans to OTLP, over gRPC if the protocol variable says
+// "grpc" and over HTTP otherwise; shutdown flushes them and should run
+// with a bounded context before the process exits. Otherwise the provider
+// is a no-op, nothing is dialled and shutdown does nothing.
+func Setup(ctx context.Context, serviceName string) (shutdown func(context.Context) error, err error) {
+	otel.SetTextMapPropagator(Propagator())
+	if !Exporting() {
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		return func(context.Context) error { return nil }, nil
+	}
+	var exp sdktrace.SpanExporter
+	if protocol(os.Getenv) == "grpc" {
+		exp, err = otlptracegrpc.New(ctx)
+	} else {
+		exp, err = otlptracehttp.New(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tracing: otlp exporter: %w", err)
+	}
+	// The service name given here is the default; OTEL_SERVICE_NAME and
+	// OTEL_RESOURCE_ATTRIBUTES, read later, override it.
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", serviceName)),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
+	)
+	if err != nil && res == nil {
+		_ = exp.Shutdown(ctx)
+		return nil, fmt.Errorf("tracing: resource: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	return tp.Shutdown, nil
+}
+
+// ServerHandler is the gRPC server option that starts a span per call,
+// as a child of the caller's span when the call carries one. Health
+// checks are left out.
+func ServerHandler() grpc.ServerOption {
+	return grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck()))))
+}
+
+// ClientHandler is the gRPC dial option that starts a span per outgoing
+// call and sends its context in the call's metadata.
+func ClientHandler() grpc.DialOption {
+	return grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck()))))
+}
+
+// Handler wraps h so each request gets a server span named operation, as a
+// child of the request's traceparent when it has one.
+func Handler(operation string, h http.Handler) http.Handler {
+	return otelhttp.NewHandler(h, operation)
+}
+
+// Transport wraps base (http.DefaultTransport when nil) so each outgoing
+// request gets a client span and carries its traceparent.
+func Transport(base http.RoundTripper) http.RoundTripper {
+	return otelhttp.NewTransport(base)
+}
+
+// Continue returns dst carrying src's span and baggage, for work that
+// outlives the request it serves (its own cancellation, the request's
+// trace): the calls made under it stay in the request's trace.
+func Continue(dst, src context.Context) context.Context {
+	dst = trace.ContextWithSpanContext(dst, trace.SpanContextFromContext(src))
+	return baggage.ContextWithBaggage(dst, baggage.FromContext(src))
+}

@@ -1,0 +1,352 @@
+package tracing_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/realm-go/realm/pkg/tracing"
+)
+
+// These tests change the process's global provider and propagator, so
+// none of them runs in parallel; each puts the globals back.
+
+func restoreGlobals(t *testing.T) {
+	t.Cleanup(func() {
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
+	})
+}
+
+// clearEnv unsets, for the test, every variable that would turn export on.
+func clearEnv(t *testing.T) {
+	for _, k := range []string{tracing.EnvEndpoint, tracing.EnvTracesEndpoint, tracing.EnvProtocol, tracing.EnvTracesProtocol, tracing.EnvSDKDisabled} {
+		t.Setenv(k, "")
+	}
+}
+
+func TestExportingNeedsAnEndpointAndAnEnabledSDK(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		want bool
+	}{
+		{env: nil, want: false},
+		{env: map[string]string{tracing.EnvEndpoint: "http://collector:4318"}, want: true},
+		{env: map[string]string{tracing.EnvTracesEndpoint: "http://collector:4318/v1/traces"}, want: true},
+		{env: map[string]string{tracing.EnvEndpoint: "http://collector:4318", tracing.EnvSDKDisabled: "true"}, want: false},
+		{env: map[string]string{tracing.EnvEndpoint: "http://collector:4318", tracing.EnvSDKDisabled: "TRUE"}, want: false},
+		{env: map[string]string{tracing.EnvEndpoint: "http://collector:4318", tracing.EnvSDKDisabled: "false"}, want: true},
+	}
+	for _, c := range cases {
+		clearEnv(t)
+		for k, v := range c.env {
+			t.Setenv(k, v)
+		}
+		if got := tracing.Exporting(); got != c.want {
+			t.Errorf("Exporting() with %v = %v, want %v", c.env, got, c.want)
+		}
+	}
+}
+
+// Without an endpoint Setup dials nothing and records nothing, but the
+// propagator is installed and a caller's trace context passes through.
+func TestSetupWithoutEndpointOnlyPropagates(t *testing.T) {
+	restoreGlobals(t)
+	clearEnv(t)
+	began := time.Now()
+	shutdown, err := tracing.Setup(context.Background(), "realm-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shutdown(context.Background()); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if d := time.Since(began); d > time.Second {
+		t.Errorf("Setup and shutdown took %v without an endpoint", d)
+	}
+	if _, ok := otel.GetTracerProvider().(noop.TracerProvider); !ok {
+		t.Errorf("provider is %T, want the no-op provider", otel.GetTracerProvider())
+	}
+	fields := otel.GetTextMapPropagator().Fields()
+	if !slices.Contains(fields, "traceparent") || !slices.Contains(fields, "baggage") {
+		t.Errorf("propagator fields %v, want traceparent and baggage", fields)
+	}
+
+	// traceparent in → the same context out, through a no-op span.
+	in := propagation.MapCarrier{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	ctx := otel.GetTextMapPropagator().Extract(context.Background(), in)
+	ctx, span := otel.Tracer("test").Start(ctx, "hop")
+	defer span.End()
+	if span.IsRecording() {
+		t.Error("span is recording without an exporter")
+	}
+	out := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, out)
+	if out["traceparent"] != in["traceparent"] {
+		t.Errorf("traceparent out %q, want %q", out["traceparent"], in["traceparent"])
+	}
+}
+
+// collector is an OTLP/HTTP trace receiver that keeps what it is sent.
+type collector struct {
+	mu   sync.Mutex
+	reqs []*coltracepb.ExportTraceServiceRequest
+	errs []error
+}
+
+func (c *collector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	body, err := io.ReadAll(r.Body)
+	req := &coltracepb.ExportTraceServiceRequest{}
+	if err == nil && r.URL.Path == "/v1/traces" {
+		err = proto.Unmarshal(body, req)
+	}
+	if err != nil {
+		c.errs = append(c.errs, err)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	c.reqs = append(c.reqs, req)
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	b, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	_, _ = w.Write(b)
+}
+
+func (c *collector) spans() (service []string, names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, req := range c.reqs {
+		for _, rs := range req.GetResourceSpans() {
+			for _, a := range rs.GetResource().GetAttributes() {
+				if a.GetKey() == "service.name" {
+					service = append(service, a.GetValue().GetStringValue())
+				}
+			}
+			for _, ss := range rs.GetScopeSpans() {
+				for _, s := range ss.GetSpans() {
+					names = append(names, s.GetName())
+				}
+			}
+		}
+	}
+	return service, names
+}
+
+// With an endpoint, spans go to it over OTLP/HTTP, under the service's
+// name, by the time shutdown returns.
+func TestSetupWithEndpointExportsOverOTLP(t *testing.T) {
+	restoreGlobals(t)
+	clearEnv(t)
+	col := &collector{}
+	srv := httptest.NewServer(col)
+	defer srv.Close()
+	t.Setenv(tracing.EnvEndpoint, srv.URL)
+	t.Setenv("OTEL_SERVICE_NAME", "")
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	shutdown, err := tracing.Setup(ctx, "realm-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := otel.GetTracerProvider().(*sdktrace.TracerProvider); !ok {
+		t.Fatalf("provider is %T, want the SDK's", otel.GetTracerProvider())
+	}
+	_, span := otel.Tracer("test").Start(ctx, "work")
+	span.End()
+	if err := shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	service, names := col.spans()
+	if len(col.errs) > 0 || !slices.Equal(names, []string{"work"}) || !slices.Equal(service, []string{"realm-test"}) {
+		t.Errorf("collector got spans %v of services %v (errors %v), want [work] of [realm-test]", names, service, col.errs)
+	}
+}
+
+// OTEL_SDK_DISABLED=true wins over an endpoint: nothing is exported.
+func TestSetupRespectsSDKDisabled(t *testing.T) {
+	restoreGlobals(t)
+	clearEnv(t)
+	col := &collector{}
+	srv := httptest.NewServer(col)
+	defer srv.Close()
+	t.Setenv(tracing.EnvEndpoint, srv.URL)
+	t.Setenv(tracing.EnvSDKDisabled, "true")
+	shutdown, err := tracing.Setup(context.Background(), "realm-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := otel.Tracer("test").Start(context.Background(), "work")
+	span.End()
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, names := col.spans(); len(names) > 0 {
+		t.Errorf("exported %v with the SDK disabled", names)
+	}
+	if _, ok := otel.GetTracerProvider().(noop.TracerProvider); !ok {
+		t.Errorf("provider is %T, want the no-op provider", otel.GetTracerProvider())
+	}
+}
+
+// Handler continues the trace of a request's traceparent, and Transport
+// sends the caller's span as the next hop's parent.
+func TestHTTPHopsContinueTheTrace(t *testing.T) {
+	restoreGlobals(t)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(tracing.Propagator())
+
+	seen := make(chan trace.SpanContext, 2)
+	srv := httptest.NewServer(tracing.Handler("webhook", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- trace.SpanContextFromContext(r.Context())
+	})))
+	defer srv.Close()
+	serverSpan := func(tid trace.TraceID) sdktrace.ReadOnlySpan {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, s := range rec.Ended() {
+				if s.SpanKind() == trace.SpanKindServer && s.SpanContext().TraceID() == tid {
+					return s
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("no server span in trace %s", tid)
+		return nil
+	}
+
+	// A traceparent header from a caller we do not instrument.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/hooks/x", nil)
+	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	pid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	s := serverSpan(tid)
+	if s.Parent().SpanID() != pid || !s.Parent().IsRemote() {
+		t.Errorf("server span parent %s (remote %v), want %s", s.Parent().SpanID(), s.Parent().IsRemote(), pid)
+	}
+	if got := <-seen; got.SpanID() != s.SpanContext().SpanID() {
+		t.Errorf("handler's ctx span %s, want the server span %s", got.SpanID(), s.SpanContext().SpanID())
+	}
+
+	// An instrumented caller: its client span is the server span's parent.
+	ctx, root := tp.Tracer("test").Start(context.Background(), "caller")
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/mcp", nil)
+	resp, err = (&http.Client{Transport: tracing.Transport(nil)}).Do(req)
+	root.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	<-seen
+	s = serverSpan(root.SpanContext().TraceID())
+	var client sdktrace.ReadOnlySpan
+	for _, c := range rec.Ended() {
+		if c.SpanKind() == trace.SpanKindClient && c.SpanContext().TraceID() == root.SpanContext().TraceID() {
+			client = c
+		}
+	}
+	if client == nil || client.Parent().SpanID() != root.SpanContext().SpanID() || s.Parent().SpanID() != client.SpanContext().SpanID() {
+		t.Errorf("want caller → client span → server span; client %v, server parent %s", client, s.Parent().SpanID())
+	}
+}
+
+// Continue carries the request's span and baggage, not its cancellation.
+func TestContinueCarriesTheTraceNotTheCancellation(t *testing.T) {
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
+	m, _ := baggage.NewMember("tenant", "acme")
+	b, _ := baggage.New(m)
+	req, cancel := context.WithCancel(baggage.ContextWithBaggage(trace.ContextWithSpanContext(context.Background(), sc), b))
+	cancel()
+	got := tracing.Continue(context.Background(), req)
+	if got.Err() != nil {
+		t.Error("the request's cancellation came along")
+	}
+	if !trace.SpanContextFromContext(got).Equal(sc) {
+		t.Errorf("span %v, want %v", trace.SpanContextFromContext(got), sc)
+	}
+	if v := baggage.FromContext(got).Member("tenant").Value(); v != "acme" {
+		t.Errorf("baggage tenant = %q", v)
+	}
+}
+
+// grpcCollector is an OTLP/gRPC trace receiver.
+type grpcCollector struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	names []string
+}
+
+func (c *grpcCollector) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				c.names = append(c.names, s.GetName())
+			}
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// OTEL_EXPORTER_OTLP_PROTOCOL=grpc exports over OTLP/gRPC instead.
+func TestSetupExportsOverOTLPGRPCWhenAsked(t *testing.T) {
+	restoreGlobals(t)
+	clearEnv(t)
+	col := &grpcCollector{}
+	gs := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(gs, col)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	defer gs.Stop()
+	t.Setenv(tracing.EnvEndpoint, "http://"+lis.Addr().String())
+	t.Setenv(tracing.EnvProtocol, "grpc")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	shutdown, err := tracing.Setup(ctx, "realm-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := otel.Tracer("test").Start(ctx, "work")
+	span.End()
+	if err := shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if !slices.Equal(col.names, []string{"work"}) {
+		t.Errorf("collector got %v, want [work]", col.names)
+	}
+}
