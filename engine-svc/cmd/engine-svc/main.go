@@ -124,7 +124,7 @@ func run(log *slog.Logger) error {
 		// Stop first: the listener ends with ctx, and run may return early.
 		defer func() { stop(); _ = msrv.Wait() }()
 	}
-	eng := engine.New(engine.Options{Store: st, Logger: log, Registry: reg, ClaimWindow: *claimWindow, Metrics: mreg})
+	eng := engine.New(engine.Options{Store: st, Logger: log, Registry: reg, ClaimWindow: *claimWindow, Metrics: mreg, RunnerDialOptions: metrics.GRPCClient(mreg)})
 	defer eng.Close()
 	if *sweep > 0 {
 		// The sweeper stops with ctx; many replicas may sweep at once.

@@ -488,8 +488,9 @@ func dataOf(r *realmv1.ExecuteHandlerResponse) any {
 
 // connPool keeps one client connection per runner endpoint.
 type connPool struct {
-	mu sync.Mutex
-	m  map[string]*grpc.ClientConn
+	mu   sync.Mutex
+	m    map[string]*grpc.ClientConn
+	opts []grpc.DialOption // added to every runner connection
 }
 
 func (p *connPool) get(endpoint string) (*grpc.ClientConn, error) {
@@ -500,7 +501,8 @@ func (p *connPool) get(endpoint string) (*grpc.ClientConn, error) {
 	}
 	// The client handler carries the caller's trace to the runner (a no-op
 	// until tracing.Setup configures an exporter).
-	c, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()), tracing.ClientHandler())
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), tracing.ClientHandler()}, p.opts...)
+	c, err := grpc.NewClient(endpoint, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/engine-svc/internal/registry"
@@ -54,6 +55,9 @@ type Options struct {
 	ClaimWindow time.Duration
 	// Metrics, when set, receives the engine's Prometheus instruments.
 	Metrics prometheus.Registerer
+	// RunnerDialOptions are added to every connection to a runner (e.g.
+	// client metrics).
+	RunnerDialOptions []grpc.DialOption
 }
 
 // Engine serves every act on runs and workflows. It is safe for concurrent
@@ -94,7 +98,7 @@ func New(o Options) *Engine {
 		defs:  newDefCache(o.DefinitionTTL),
 		runs:  &runCache{max: o.RunCacheSize, m: map[string]*decoded{}},
 		reg:   o.Registry,
-		conns: &connPool{},
+		conns: &connPool{opts: o.RunnerDialOptions},
 		m:     newInstruments(o.Metrics),
 
 		claimWindow: o.ClaimWindow,

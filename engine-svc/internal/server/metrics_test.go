@@ -150,6 +150,33 @@ func TestMetricsCountGatesAndTheirExpiry(t *testing.T) {
 	}
 }
 
+// The engine's calls to runners are counted as gRPC client calls.
+func TestMetricsCountCallsToRunners(t *testing.T) {
+	t.Parallel()
+	reg := metrics.NewRegistry()
+	e := setup(t, "miniredis", withMetrics(reg))
+	startRunner(t, e, map[string]handlerFunc{
+		"data": func(context.Context, *realmv1.ExecuteHandlerRequest) (*realmv1.ExecuteHandlerResponse, error) {
+			return &realmv1.ExecuteHandlerResponse{Data: value(t, map[string]any{"ok": true})}, nil
+		},
+	})
+	sctx, cancel := context.WithCancel(context.Background())
+	srv, err := metrics.Serve(sctx, nil, "127.0.0.1:0", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = srv.Wait() })
+	e.register(t, oneStep("data", ""))
+	if r := start(t, e, "one_data", nil); r.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_COMPLETED {
+		t.Fatalf("start = %v", r)
+	}
+	got := scrape(t, srv.Addr(), "grpc_client_handled_total")
+	w := `grpc_client_handled_total{grpc_code="OK",grpc_method="ExecuteHandler",grpc_service="realm.v1.RunnerService",grpc_type="unary"} 1`
+	if !got[w] {
+		t.Errorf("missing %q in %v", w, got)
+	}
+}
+
 // The engine's JSON log tells a run's story by run_id: a Debug line per
 // write with its version and recorded steps, and one Info line when it ends.
 func TestLogFollowsARunByItsID(t *testing.T) {

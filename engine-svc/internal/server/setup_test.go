@@ -71,7 +71,7 @@ func setup(t testing.TB, backend string, opts ...setupOption) *env {
 	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16, Counter: counter})
 	clk := &clock{}
 	reg := registry.New(rc, prefix, clk.Now, time.Millisecond)
-	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: cfg.logger(), Metrics: cfg.metrics})
+	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: cfg.logger(), Metrics: cfg.metrics, RunnerDialOptions: cfg.runnerDial})
 	conn := serve(t, eng, reg, cfg.server...)
 	t.Cleanup(func() { st.Close() })
 	return &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix, eng: eng, clock: clk}
@@ -79,9 +79,10 @@ func setup(t testing.TB, backend string, opts ...setupOption) *env {
 
 // setupConfig holds what a test adds to the standard engine.
 type setupConfig struct {
-	metrics prometheus.Registerer // engine, gRPC server and Redis client
-	server  []grpc.ServerOption
-	log     slog.Handler // nil: discard
+	metrics    prometheus.Registerer // engine, gRPC server and Redis client
+	server     []grpc.ServerOption
+	runnerDial []grpc.DialOption
+	log        slog.Handler // nil: discard
 }
 
 func (c setupConfig) logger() *slog.Logger {
@@ -98,6 +99,7 @@ func withMetrics(reg *prometheus.Registry) setupOption {
 	return func(c *setupConfig) {
 		c.metrics = reg
 		c.server = append(c.server, metrics.GRPCServer(reg)...)
+		c.runnerDial = append(c.runnerDial, metrics.GRPCClient(reg)...)
 	}
 }
 
