@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -113,16 +114,42 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_, _ = io.WriteString(w, "ok\n")
 	})
 
-	lis, err := mcpserver.Listen(*addr)
+	listenAddr := *addr
+	var narrowed string
+	if dev {
+		// No token: only this machine may call. A non-loopback host is
+		// replaced by 127.0.0.1, and the start says so.
+		listenAddr, narrowed = loopbackOnly(listenAddr)
+	}
+	lis, err := mcpserver.Listen(listenAddr)
 	if err != nil {
 		return fmt.Errorf("Error: %w", err)
 	}
 	if dev {
 		fmt.Fprintln(stdout, mcpserver.DevWarning)
+		if narrowed != "" {
+			fmt.Fprintf(stdout, "Dev mode serves loopback only: listening on %s instead of %s (set REALM_SERVE_TOKEN to serve other hosts).\n", lis.Addr(), narrowed)
+		}
 	}
 	fmt.Fprintf(stdout, "Realm MCP server listening on http://%s/mcp\n", lis.Addr())
 	if !dev {
 		fmt.Fprintln(stdout, mcpserver.AuthLine)
 	}
 	return mcpserver.Serve(ctx, lis, mux, 10*time.Second)
+}
+
+// loopbackOnly returns addr with a non-loopback host replaced by 127.0.0.1,
+// and the original addr when it was replaced ("" otherwise).
+func loopbackOnly(addr string) (string, string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr, ""
+	}
+	if host == "localhost" {
+		return addr, ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return addr, ""
+	}
+	return net.JoinHostPort("127.0.0.1", port), addr
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,4 +267,69 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Without a token (dev mode) mcp-svc never listens beyond this machine: a
+// non-loopback --addr is narrowed to 127.0.0.1 and the start says so.
+func TestDevModeListensOnLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		addr, want, narrowed string
+	}{
+		{"0.0.0.0:8080", "127.0.0.1:8080", "0.0.0.0:8080"},
+		{"[::]:9000", "127.0.0.1:9000", "[::]:9000"},
+		{"10.1.2.3:0", "127.0.0.1:0", "10.1.2.3:0"},
+		{"127.0.0.1:8080", "127.0.0.1:8080", ""},
+		{"[::1]:8080", "[::1]:8080", ""},
+		{"localhost:8080", "localhost:8080", ""},
+	}
+	for _, c := range cases {
+		got, narrowed := loopbackOnly(c.addr)
+		if got != c.want || narrowed != c.narrowed {
+			t.Errorf("loopbackOnly(%q) = %q, %q; want %q, %q", c.addr, got, narrowed, c.want, c.narrowed)
+		}
+	}
+
+	// The running server: asked for every interface, it listens on loopback.
+	engineAddr := enginetest.Start(t, "miniredis")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--addr", "0.0.0.0:0", "--engine-addr", engineAddr, "--dev"}, func(string) string { return "" }, &out, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "Realm MCP server listening on ") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	text := out.String()
+	if !strings.Contains(text, "Realm MCP server listening on http://127.0.0.1:") ||
+		!strings.Contains(text, "Dev mode serves loopback only: listening on 127.0.0.1:") ||
+		!strings.Contains(text, " instead of 0.0.0.0:0 (set REALM_SERVE_TOKEN to serve other hosts).") {
+		t.Errorf("start output:\n%s", text)
+	}
+}
+
+// syncedBuffer collects run's output while the test reads it.
+type syncedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncedBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncedBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
