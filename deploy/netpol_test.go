@@ -59,6 +59,7 @@ func (e netEdge) String() string {
 const (
 	peerIngressController = "ns:ingress-nginx"
 	peerMonitoring        = "ns:monitoring"
+	peerObservability     = "ns:observability" // the OTLP collector (components/otlp)
 	peerAny               = "any"
 	// HTTPS to public addresses: the model providers.
 	peerPublicV4 = "ip:0.0.0.0/0-10.0.0.0/8,100.64.0.0/10,169.254.0.0/16,172.16.0.0/12,192.168.0.0/16"
@@ -82,6 +83,8 @@ const (
 //	monitoring          -> each metrics port (engine-svc, agent-svc 9090;
 //	                       mcp-svc 8080; listen-svc 8090)
 //	every pod           -> DNS (53 UDP and TCP, any peer)
+//	every traced workload -> observability 4317, 4318 (only in the overlays
+//	                       of tracedOverlays, which list components/otlp)
 func intendedEdges(r *rendered) []netEdge {
 	var out []netEdge
 	call := func(from, to, port string) { // inside the namespace: both sides
@@ -128,6 +131,7 @@ func intendedEdges(r *rendered) []netEdge {
 		egress(w.name, peerAny, "53/UDP")
 		egress(w.name, peerAny, "53/TCP")
 	}
+	out = append(out, otlpEdges(r)...)
 	return out
 }
 

@@ -114,7 +114,8 @@ func TestDocsTellTheOperatorWhatToCreate(t *testing.T) {
 		want = append(want, secrets...)
 	}
 	want = append(want, "realm-providers", "appendfsync always", "REALM_SERVE_TOKEN", "make images",
-		"prometheus.io/port", "kubernetes.io/metadata.name: monitoring", "--metrics-addr=0.0.0.0:9090", "--shutdown-grace=60s")
+		"prometheus.io/port", "kubernetes.io/metadata.name: monitoring", "--metrics-addr=0.0.0.0:9090", "--shutdown-grace=60s",
+		"deploy/k8s/components/otlp", "kubernetes.io/metadata.name: observability", "realm-otlp")
 	for _, w := range want {
 		if !strings.Contains(text, w) {
 			t.Errorf("docs/deploy.md does not mention %q", w)

@@ -19,8 +19,10 @@ import (
 // operatorSecrets are the Secrets an overlay expects the operator to create
 // (docs/deploy.md says how); any other Secret a pod needs must be rendered.
 var operatorSecrets = map[string][]string{
-	"dev":  {"realm-mcp-tls"},
-	"prod": {"realm-redis", "realm-mcp-token", "realm-mcp-tls"},
+	"dev":       {"realm-mcp-tls"},
+	"prod":      {"realm-redis", "realm-mcp-token", "realm-mcp-tls"},
+	"prod-otlp": {"realm-redis", "realm-mcp-token", "realm-mcp-tls"},
+	"dev-otlp":  {"realm-mcp-tls"}, // otlp_test.go's dev plus the component
 }
 
 // frontServices are the services every overlay runs, each with a

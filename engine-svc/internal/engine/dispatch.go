@@ -295,6 +295,8 @@ func orEmpty(m map[string]any) map[string]any {
 // until nothing is claimed. Ready steps of parallel branches run at once;
 // their outcomes are recorded in the workflow's order.
 func (e *Engine) drive(ctx context.Context, t *txn) error {
+	e.drives.Add(1)
+	defer e.drives.Done()
 	for len(t.dispatch) > 0 {
 		batch := t.dispatch
 		outs := make([]outcome, len(batch))
@@ -308,6 +310,12 @@ func (e *Engine) drive(ctx context.Context, t *txn) error {
 			}()
 		}
 		wg.Wait()
+		if ctx.Err() != nil {
+			// The call ended (its caller left, or the server is shutting
+			// down) while handlers ran: keep what finished, release the
+			// rest, and claim nothing more.
+			return e.settleAbandoned(ctx, t, batch, outs)
+		}
 		t2, err := e.update(ctx, t.run.ID, func(t2 *txn) error {
 			t2.caller = t.caller
 			for i, c := range batch {
@@ -336,6 +344,63 @@ func (e *Engine) drive(ctx context.Context, t *txn) error {
 		t.run, t.outputs = after.run, after.outputs
 	}
 	return nil
+}
+
+// releaseTimeout bounds the write that releases an ended call's claims.
+const releaseTimeout = 5 * time.Second
+
+// settleAbandoned is drive's last write for a call whose context ended
+// while its handlers ran. A step whose handler answered is recorded as
+// usual; a step whose attempt failed (cut off with the call, most likely)
+// has its claim released, back to pending with nothing recorded, so
+// another caller or replica can run it at once rather than after the claim
+// deadline (at least 15 minutes). Nothing further is claimed: the next
+// execute_step or advance_run goes on from the record. The write uses its
+// own short deadline, as the call's context is already done.
+func (e *Engine) settleAbandoned(ctx context.Context, t *txn, batch []claimed, outs []outcome) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	released := 0
+	_, err := e.update(wctx, t.run.ID, func(t2 *txn) error {
+		t2.caller = t.caller
+		released = 0
+		for i, c := range batch {
+			if len(outs[i].attempts) > 0 && outs[i].last().err == "" {
+				t2.settleDispatched(c, outs[i])
+				continue
+			}
+			if cl := t2.run.Claims[c.step]; cl != nil && cl.Token == c.token {
+				t2.run.InProgressSteps = slices.DeleteFunc(t2.run.InProgressSteps, func(x string) bool { return x == c.step })
+				delete(t2.run.Claims, c.step)
+				t2.touch()
+				released++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		e.log.WarnContext(wctx, "could not release the claims of an ended call; they wait for their deadline", "run_id", t.run.ID, "err", err)
+		return err
+	}
+	if released > 0 {
+		e.log.InfoContext(wctx, "released the claims of an ended call", "run_id", t.run.ID, "steps", released)
+	}
+	return ctx.Err()
+}
+
+// WaitDrives waits, at most timeout, for the calls that are running
+// handlers to finish: after the gRPC server stopped, each writes its last
+// record (or releases its claims) before the store is closed. It reports
+// whether they all finished.
+func (e *Engine) WaitDrives(timeout time.Duration) bool {
+	done := make(chan struct{})
+	go func() { e.drives.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
 }
 
 // absorb takes a later write's run and what it reports, so the reply of the

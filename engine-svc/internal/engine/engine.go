@@ -72,6 +72,8 @@ type Engine struct {
 	reg   *registry.Registry
 	conns *connPool
 	m     *instruments
+	// drives counts the calls running handlers (see WaitDrives).
+	drives sync.WaitGroup
 
 	// claimWindow is Options.ClaimWindow (0: the spec's rule).
 	claimWindow time.Duration
