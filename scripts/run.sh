@@ -16,6 +16,8 @@ DATA_DIR=${REALM_DATA_DIR:-$HOME/.realm}
 # The gRPC services serve /metrics on a port of their own.
 ENGINE_METRICS_ADDR=127.0.0.1:9090
 AGENT_METRICS_ADDR=127.0.0.1:9091
+EXAMPLE_RUNNER_METRICS_ADDR=127.0.0.1:9092
+ADAPTER_RUNNER_METRICS_ADDR=127.0.0.1:9093
 export REALM_ENGINE_ADDR=$ENGINE_ADDR
 
 make --no-print-directory build
@@ -82,12 +84,12 @@ fi
 # The example handler runner (order_total and the contract's other example
 # handlers): it registers with the engine's capability registry, retrying
 # until the engine accepts it, and deregisters when stopped.
-start example-runner --engine-addr "$ENGINE_ADDR"
+start example-runner --engine-addr "$ENGINE_ADDR" --metrics-addr "$EXAMPLE_RUNNER_METRICS_ADDR"
 
 # The built-in service adapters (http, filesystem below the repository) for
 # uses_service steps; a workflow's auth.token_env may name only
 # REALM_SECRET_* variables.
-start adapter-runner --engine-addr "$ENGINE_ADDR"
+start adapter-runner --engine-addr "$ENGINE_ADDR" --metrics-addr "$ADAPTER_RUNNER_METRICS_ADDR"
 
 # The MCP front door, in dev mode (no token) on loopback only.
 MCP_ADDR=127.0.0.1:8080
@@ -127,6 +129,7 @@ echo "  example-runner: handlers for examples/orders.yaml (registered with engin
 echo "  adapter-runner: the http and filesystem adapters for uses_service steps"
 echo "Metrics (Prometheus): http://$ENGINE_METRICS_ADDR/metrics (engine-svc) · http://$AGENT_METRICS_ADDR/metrics (agent-svc)"
 echo "  http://$MCP_ADDR/metrics (mcp-svc) · http://$LISTEN_ADDR/metrics (listen-svc)"
+echo "  http://$EXAMPLE_RUNNER_METRICS_ADDR/metrics (example-runner) · http://$ADAPTER_RUNNER_METRICS_ADDR/metrics (adapter-runner)"
 echo
 echo "Try: bin/realm workflow list    ·    bin/realm run start <workflow>"
 echo "Press Ctrl-C to stop."

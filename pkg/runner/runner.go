@@ -27,6 +27,7 @@ import (
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/handler"
+	"github.com/realm-go/realm/pkg/metrics"
 	"github.com/realm-go/realm/pkg/tracing"
 )
 
@@ -114,6 +115,10 @@ type Options struct {
 	// Logger receives registration and panic reports (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// MetricsAddr, when set, serves Prometheus /metrics there: the runner's
+	// gRPC server metrics (handler calls by code and latency) and the Go
+	// runtime's.
+	MetricsAddr string
 }
 
 func (o Options) withDefaults() Options {
@@ -159,7 +164,22 @@ func Serve(ctx context.Context, opts Options, handlers ...Registration) error {
 
 	// Each call continues the engine's trace (a no-op until tracing.Setup
 	// configures an exporter).
-	srv := grpc.NewServer(append([]grpc.ServerOption{tracing.ServerHandler()}, opts.ServerOptions...)...)
+	serverOpts := append([]grpc.ServerOption{tracing.ServerHandler()}, opts.ServerOptions...)
+	if opts.MetricsAddr != "" {
+		mreg := metrics.NewRegistry()
+		serverOpts = append(serverOpts, metrics.GRPCServer(mreg)...)
+		mctx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
+		msrv, err := metrics.Serve(mctx, opts.Logger, opts.MetricsAddr, mreg)
+		if err != nil {
+			stopMetrics()
+			lis.Close()
+			return fmt.Errorf("runner: %w", err)
+		}
+		// Stops after the gRPC server, so the last calls are still counted
+		// while the runner drains.
+		defer func() { stopMetrics(); _ = msrv.Wait() }()
+	}
+	srv := grpc.NewServer(serverOpts...)
 	realmv1.RegisterRunnerServiceServer(srv, svc)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()

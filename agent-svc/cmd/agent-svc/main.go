@@ -70,6 +70,7 @@ func run(log *slog.Logger) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	mreg := metrics.NewRegistry()
 	shutdownTracing, err := tracing.Setup(ctx, "agent-svc")
 	if err != nil {
 		return err
@@ -89,6 +90,7 @@ func run(log *slog.Logger) error {
 			return fmt.Errorf("redis url: %w", err)
 		}
 		rc := redis.NewClient(opt)
+		rc.AddHook(metrics.RedisHook(mreg))
 		defer rc.Close()
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err = rc.Ping(pctx).Err()
@@ -103,7 +105,6 @@ func run(log *slog.Logger) error {
 		log.Info("drive limit is this process's own: no --redis-url, so replicas do not share it", "max_drives", *maxDrives)
 	}
 
-	mreg := metrics.NewRegistry()
 	conn, err := client.NewConn(*engineAddr, append(metrics.GRPCClient(mreg), tracing.ClientHandler())...)
 	if err != nil {
 		return fmt.Errorf("engine-svc address %s: %w", *engineAddr, err)

@@ -90,6 +90,7 @@ func run() error {
 			return fmt.Errorf("redis url: %w", err)
 		}
 		rc := redis.NewClient(opt)
+		rc.AddHook(metrics.RedisHook(reg))
 		defer rc.Close()
 		pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err = rc.Ping(pctx).Err()

@@ -44,6 +44,7 @@ func run() error {
 	flag.StringVar(&opts.Advertise, "advertise", "", "the endpoint sent to the engine (default: the listener's address)")
 	flag.DurationVar(&opts.Lease, "lease", runner.DefaultLease, "the registration lease; renewed at a third of it")
 	flag.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running calls may finish after a stop signal")
+	flag.StringVar(&opts.MetricsAddr, "metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off)")
 	flag.StringVar(&manifest, "manifest", "", "a deployment manifest (realm.yaml) whose adapters to build and serve too")
 	flag.StringVar(&fsRoot, "filesystem-root", ".", "the folder the filesystem adapter reads below (empty: no filesystem adapter)")
 	flag.StringVar(&envPrefix, "secret-env-prefix", adapters.DefaultEnvPrefix, "the prefix of environment variables a workflow's auth.token_env may name ('*': any)")
