@@ -40,6 +40,10 @@ images: ## Build the container images (needs a Docker engine); see docs/deploy.m
 generate: ## Regenerate pkg/gen from proto/.
 	cd tools && GOWORK=off go tool buf generate --template buf.gen.yaml
 
+.PHONY: docs
+docs: ## Regenerate docs/cli.md from the realm command definitions (pkg/cli).
+	go run ./pkg/cli/gendocs -o docs/cli.md
+
 .PHONY: check-generated
 check-generated: ## Fail if pkg/gen differs from what proto/ generates.
 	@scripts/check-generated.sh

@@ -97,10 +97,8 @@ type app struct {
 // returns the process exit code.
 func Run(ctx context.Context, args []string, env Env) int {
 	a := &app{env: env.withDefaults()}
-	root := a.rootCommand()
+	root := a.root()
 	root.SetArgs(args)
-	root.SetOut(a.env.Stdout)
-	root.SetErr(a.env.Stderr)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
@@ -131,7 +129,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", DefaultTimeout, "how long to wait for engine-svc to answer")
 	run := a.runCommand()
 	run.AddCommand(a.runRespondCommand(), a.runAdvanceCommand(), a.runAbandonCommand(), a.runInspectCommand(),
-		a.runReclaimCommand(), a.runDrainCommand(), a.runResumeCommand(), a.runPurgeCommand(), a.runExportCommand())
+		a.runReclaimCommand(), a.runDrainCommand(), a.runResumeCommand(), a.runPurgeCommand(), a.runExportCommand(), a.runAttemptsCommand(), a.runDiffCommand())
 	root.AddCommand(a.workflowCommand(), run, a.serveCommand(), a.mcpCommand())
 	root.AddCommand(a.agentCommand())
 	root.AddCommand(a.listenCommand(), a.webhookRemovedCommand())
