@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/status"
 
+	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -57,7 +57,7 @@ func (a *app) runAttemptsCommand() *cobra.Command {
 			var bundle attemptsBundle
 			resp, err := engine.ExportRun(ctx, &realmv1.ExportRunRequest{RunId: runID})
 			switch {
-			case attemptsRunNotFound(err):
+			case runNotFound(err):
 				// cli.md §1.3 / §3.3: an unknown run is not an error here; it
 				// has no failed attempts, like any run without a sidecar.
 			case err != nil:
@@ -127,19 +127,9 @@ func attemptLine(r attemptRecord) string {
 	return strings.Join(parts, "  ")
 }
 
-// attemptsRunNotFound reports whether the engine answered "no such run".
-func attemptsRunNotFound(err error) bool {
-	if err == nil {
-		return false
-	}
-	s, ok := status.FromError(err)
-	if !ok {
-		return false
-	}
-	for _, d := range s.Details() {
-		if ed, ok := d.(*realmv1.ErrorDetail); ok && ed.GetCode() == "STATE_RUN_NOT_FOUND" {
-			return true
-		}
-	}
-	return strings.HasPrefix(s.Message(), "Run not found:")
+// runNotFound reports whether the engine answered "no such run" (by the
+// code in the status details).
+func runNotFound(err error) bool {
+	e, ok := errcode.FromStatus(err)
+	return ok && e.Code == errcode.StateRunNotFound
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/status"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
@@ -57,7 +56,7 @@ func (a *app) runDiffCommand() *cobra.Command {
 			defer done()
 			load := func(id string) (*diffRun, error) {
 				resp, err := engine.ExportRun(ctx, &realmv1.ExportRunRequest{RunId: id})
-				if diffRunNotFound(err) {
+				if runNotFound(err) {
 					return nil, refuse("Run not found: %s", id)
 				}
 				if err != nil {
@@ -191,21 +190,4 @@ func diffShortHash(h string) string {
 		return h[:8]
 	}
 	return h
-}
-
-// diffRunNotFound reports whether the engine answered "no such run".
-func diffRunNotFound(err error) bool {
-	if err == nil {
-		return false
-	}
-	s, ok := status.FromError(err)
-	if !ok {
-		return false
-	}
-	for _, d := range s.Details() {
-		if ed, ok := d.(*realmv1.ErrorDetail); ok && ed.GetCode() == "STATE_RUN_NOT_FOUND" {
-			return true
-		}
-	}
-	return strings.HasPrefix(s.Message(), "Run not found:")
 }

@@ -8,9 +8,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -140,7 +139,8 @@ type diffFake struct {
 func (f *diffFake) ExportRun(_ context.Context, r *realmv1.ExportRunRequest) (*realmv1.ExportRunResponse, error) {
 	b, ok := f.bundles[r.GetRunId()]
 	if !ok {
-		return nil, status.Error(codes.NotFound, "Run not found: "+r.GetRunId())
+		// As engine-svc answers: the code travels in the status details.
+		return nil, errcode.ToStatus(errcode.Newf(errcode.StateRunNotFound, "Run not found: %s", r.GetRunId())).Err()
 	}
 	return &realmv1.ExportRunResponse{Bundle: []byte(b)}, nil
 }
