@@ -61,7 +61,7 @@ func run(log *slog.Logger) error {
 	redisURL := flag.String("redis-url", "", "Redis holding the global drive limit; empty limits this process only")
 	maxDrives := flag.Int("max-drives", 8, "drives at once (across every replica with --redis-url); more wait their turn")
 	gatePoll := flag.Duration("gate-poll", 3*time.Second, "how often a run waiting at a gate is re-read (at most 3s)")
-	grace := flag.Duration("shutdown-grace", 5*time.Second, "how long drives may finish on shutdown")
+	grace := flag.Duration("shutdown-grace", 60*time.Second, "how long drives may finish on shutdown")
 	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off)")
 	flag.Parse()
 	if *maxDrives < 1 {

@@ -65,7 +65,7 @@ func run(log *slog.Logger) error {
 	dataDir := flag.String("data-dir", envOr("REALM_DATA_DIR", defaultDataDir()), "directory of the embedded store")
 	redisURL := flag.String("redis-url", os.Getenv("REDIS_URL"), "Redis URL; empty runs the embedded store")
 	buckets := flag.Int("buckets", 256, "run buckets of a new store (fixed once created)")
-	grace := flag.Duration("shutdown-grace", 20*time.Second, "how long in-flight calls may finish on shutdown")
+	grace := flag.Duration("shutdown-grace", 60*time.Second, "how long in-flight calls may finish on shutdown")
 	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often expired gates that declare on_expiry are carried out (0 turns the sweeper off)")
 	prefix := flag.String("redis-prefix", "realm", "prefix of every Redis key (several stacks can share one Redis)")
 	// Testing only, left out of -help: claims go stale after this instead
