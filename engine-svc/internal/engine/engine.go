@@ -129,8 +129,7 @@ func (e *Engine) update(ctx context.Context, runID string, fn func(t *txn) error
 		// A decision that writes nothing (a refusal, "nothing to do") has
 		// no compare-and-set to catch a cached copy another replica has
 		// overtaken, so it is made again on the store's copy.
-		cached := !fresh && e.runs.get(runID) != nil
-		snap, err := e.snapshot(ctx, runID, fresh)
+		snap, cached, err := e.snapshot(ctx, runID, fresh)
 		if err != nil {
 			return nil, err
 		}
@@ -169,32 +168,34 @@ func (e *Engine) update(ctx context.Context, runID string, fn func(t *txn) error
 // read loads a run for a reader (never from the cache: a reader must see
 // what other replicas wrote).
 func (e *Engine) read(ctx context.Context, runID string) (*txn, error) {
-	snap, err := e.snapshot(ctx, runID, true)
+	snap, _, err := e.snapshot(ctx, runID, true)
 	if err != nil {
 		return nil, err
 	}
 	return e.begin(ctx, snap)
 }
 
-func (e *Engine) snapshot(ctx context.Context, runID string, fresh bool) (*decoded, error) {
+// snapshot returns the run, from the cache unless fresh, and whether it
+// came from the cache.
+func (e *Engine) snapshot(ctx context.Context, runID string, fresh bool) (*decoded, bool, error) {
 	if !fresh {
 		if d := e.runs.get(runID); d != nil {
-			return d, nil
+			return d, true, nil
 		}
 	}
 	s, err := e.st.LoadRun(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errRunNotFound
+		return nil, false, errRunNotFound
 	}
 	if err != nil {
-		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
+		return nil, false, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
 	}
 	d, err := decode(s)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	e.runs.put(runID, d)
-	return d, nil
+	return d, false, nil
 }
 
 // decoded is a snapshot decoded once: the cache hands out clones of it.
