@@ -18,9 +18,13 @@ func (e *Engine) ReclaimRun(ctx context.Context, req *realmv1.ReclaimRunRequest)
 	const command = "reclaim"
 	var lines []string
 	var refused string
+	idempotent := false
 	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
 		lines, refused = nil, ""
 		r := t.run
+		if s := t.stepOf(req.GetStep()); s != nil {
+			idempotent = s.Idempotent
+		}
 		if r.Terminal() {
 			lines = []string{fmt.Sprintf("Run '%s' is terminal (%s); it has no reclaimable claim.", r.ID, r.Phase())}
 			return nil
@@ -60,6 +64,9 @@ func (e *Engine) ReclaimRun(ctx context.Context, req *realmv1.ReclaimRunRequest)
 		case !held && r.StateOf(step) != record.StateInProgress:
 			refused = fmt.Sprintf("Step '%s' has no in-progress claim on run '%s'.", step, r.ID)
 			return nil
+		case req.GetOnlyIdempotent() && !idempotent:
+			refused = fmt.Sprintf("'%s' is not declared idempotent: true — batch auto-reclaim leaves it. To re-drive it anyway: realm run reclaim %s --step %s --force", step, r.ID, step)
+			return nil
 		case !req.GetForce():
 			refused = fmt.Sprintf("Refusing to reclaim '%s' without --force. Re-run with --force to re-drive it (the step re-executes; its side effects may repeat).", step)
 			return nil
@@ -93,11 +100,11 @@ func (e *Engine) ReclaimRun(ctx context.Context, req *realmv1.ReclaimRunRequest)
 	if refused != "" {
 		t.refuse(r, errcode.StateTransitionDenied, refused)
 		r.NextActions = nil
-		return &realmv1.ReclaimRunResponse{Reply: r}, nil
+		return &realmv1.ReclaimRunResponse{Reply: r, StepIdempotent: idempotent}, nil
 	}
 	r.NextActions = t.nextActions(t.view())
 	r.ContextHint = strings.Join(lines, "\n")
-	return &realmv1.ReclaimRunResponse{Reply: r}, nil
+	return &realmv1.ReclaimRunResponse{Reply: r, StepIdempotent: idempotent}, nil
 }
 
 func removeString(xs []string, x string) []string {

@@ -3603,11 +3603,14 @@ type ReclaimRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// step is the claim to free; empty reports the run's claims.
-	Step          string  `protobuf:"bytes,2,opt,name=step,proto3" json:"step,omitempty"`
-	Force         bool    `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
-	Caller        *Caller `protobuf:"bytes,4,opt,name=caller,proto3" json:"caller,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Step   string  `protobuf:"bytes,2,opt,name=step,proto3" json:"step,omitempty"`
+	Force  bool    `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
+	Caller *Caller `protobuf:"bytes,4,opt,name=caller,proto3" json:"caller,omitempty"`
+	// only_idempotent refuses to free a step whose definition does not
+	// declare idempotent: true (batch auto-reclaim, `reclaim --all`).
+	OnlyIdempotent bool `protobuf:"varint,5,opt,name=only_idempotent,json=onlyIdempotent,proto3" json:"only_idempotent,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReclaimRunRequest) Reset() {
@@ -3668,11 +3671,21 @@ func (x *ReclaimRunRequest) GetCaller() *Caller {
 	return nil
 }
 
+func (x *ReclaimRunRequest) GetOnlyIdempotent() bool {
+	if x != nil {
+		return x.OnlyIdempotent
+	}
+	return false
+}
+
 type ReclaimRunResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reply         *Reply                 `protobuf:"bytes,1,opt,name=reply,proto3" json:"reply,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Reply *Reply                 `protobuf:"bytes,1,opt,name=reply,proto3" json:"reply,omitempty"`
+	// step_idempotent reports whether the named step's definition declares
+	// idempotent: true (false when no step was named).
+	StepIdempotent bool `protobuf:"varint,2,opt,name=step_idempotent,json=stepIdempotent,proto3" json:"step_idempotent,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReclaimRunResponse) Reset() {
@@ -3710,6 +3723,13 @@ func (x *ReclaimRunResponse) GetReply() *Reply {
 		return x.Reply
 	}
 	return nil
+}
+
+func (x *ReclaimRunResponse) GetStepIdempotent() bool {
+	if x != nil {
+		return x.StepIdempotent
+	}
+	return false
 }
 
 type RecordDriveFailureRequest struct {
@@ -4246,14 +4266,16 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x10PurgeRunResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\bR\x06purged\x12!\n" +
 	"\fwould_remove\x18\x02 \x03(\tR\vwouldRemove\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"~\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xa7\x01\n" +
 	"\x11ReclaimRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\tR\x04step\x12\x14\n" +
 	"\x05force\x18\x03 \x01(\bR\x05force\x12(\n" +
-	"\x06caller\x18\x04 \x01(\v2\x10.realm.v1.CallerR\x06caller\";\n" +
+	"\x06caller\x18\x04 \x01(\v2\x10.realm.v1.CallerR\x06caller\x12'\n" +
+	"\x0fonly_idempotent\x18\x05 \x01(\bR\x0eonlyIdempotent\"d\n" +
 	"\x12ReclaimRunResponse\x12%\n" +
-	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\x8e\x01\n" +
+	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\x12'\n" +
+	"\x0fstep_idempotent\x18\x02 \x01(\bR\x0estepIdempotent\"\x8e\x01\n" +
 	"\x19RecordDriveFailureRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x120\n" +
 	"\afailure\x18\x02 \x01(\v2\x16.realm.v1.DriveFailureR\afailure\x12(\n" +
