@@ -85,7 +85,9 @@ func TestAutoReclaimLeavesAStepNotDeclaredIdempotent(t *testing.T) {
 			return &realmv1.ExecuteHandlerResponse{Data: value(t, map[string]any{})}, nil
 		}})
 		e.register(t, oneStep("work", "    timeout_seconds: 600\n"))
-		go func() { _, _ = e.client.StartRun(context.Background(), &realmv1.StartRunRequest{WorkflowId: "one_work"}) }()
+		go func() {
+			_, _ = e.client.StartRun(context.Background(), &realmv1.StartRunRequest{WorkflowId: "one_work"})
+		}()
 		var run string
 		for i := 0; i < 300 && run == ""; i++ {
 			if list, _ := e.client.ListRuns(ctx(t), &realmv1.ListRunsRequest{WorkflowId: "one_work"}); len(list.GetRuns()) == 1 {
