@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -145,6 +146,7 @@ func (e *Engine) AbandonRun(ctx context.Context, req *realmv1.AbandonRunRequest)
 	if reason == "" {
 		reason = "Abandoned via abandon_run"
 	}
+	arm := "abandon_requested"
 	const note = "abandon is a kill — declared finalizers (if any) did NOT run and will not for this run. The graceful path is the workflow's own guard step (abort_unless), which runs them; there is no operator abort command."
 	var resp *realmv1.AbandonRunResponse
 	_, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
@@ -161,6 +163,24 @@ func (e *Engine) AbandonRun(ctx context.Context, req *realmv1.AbandonRunRequest)
 			ref.AgentAction = realmv1.AgentAction_AGENT_ACTION_REPORT_TO_USER
 			resp = &realmv1.AbandonRunResponse{Refusal: ref}
 			return nil
+		}
+		if idle := time.Duration(req.GetCleanupIdleSeconds()) * time.Second; idle > 0 {
+			// realm run cleanup: decided again here, in the write, so a run
+			// that moved since the listing is left alone.
+			var msg string
+			switch {
+			case r.PendingGate != nil:
+				msg = fmt.Sprintf("Run '%s' is waiting on a gate; cleanup skips gate_waiting runs.", r.ID)
+			case t.now.Sub(record.ParseTime(r.UpdatedAt)) < idle:
+				msg = fmt.Sprintf("Run '%s' was written at %s, within the idle threshold; cleanup leaves it.", r.ID, r.UpdatedAt)
+			}
+			if msg != "" {
+				ref := refusal("abandon_run", r.ID, errcode.StateTransitionDenied, msg, nil)
+				ref.RunVersion = nil
+				resp = &realmv1.AbandonRunResponse{Refusal: ref}
+				return nil
+			}
+			arm, reason = "cleanup_sweep", "Marked abandoned by realm cleanup"
 		}
 		if g := r.PendingGate; g != nil {
 			msg := fmt.Sprintf("Run '%s' is waiting on human gate '%s' (gate '%s'); answer it before abandoning. Answer it: submit_human_response {run_id: '%s', gate_id: '%s', choice: <one of: %s>}.",
@@ -179,7 +199,7 @@ func (e *Engine) AbandonRun(ctx context.Context, req *realmv1.AbandonRunRequest)
 		}
 		r.InProgressSteps = []string{}
 		r.AbandonedAt = record.FormatTime(t.now)
-		r.Seal("abandon_requested", "", reason)
+		r.Seal(arm, "", reason)
 		t.touch()
 		resp = &realmv1.AbandonRunResponse{RunId: r.ID, RunPhase: phaseEnum(record.PhaseAbandoned), TerminalState: true, TerminalReason: reason, Note: note}
 		return nil

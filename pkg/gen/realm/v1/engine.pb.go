@@ -2424,12 +2424,17 @@ func (x *GetRunStateResponse) GetRefusal() *Reply {
 }
 
 type AbandonRunRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	Caller        *Caller                `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	RunId  string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Caller *Caller                `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	// cleanup_idle_seconds > 0 makes this `realm run cleanup`'s abandon: it
+	// acts only on an open run that waits on no gate and whose last write is
+	// at least this old (checked in the same write), and seals it with arm
+	// cleanup_sweep and reason "Marked abandoned by realm cleanup".
+	CleanupIdleSeconds int64 `protobuf:"varint,4,opt,name=cleanup_idle_seconds,json=cleanupIdleSeconds,proto3" json:"cleanup_idle_seconds,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AbandonRunRequest) Reset() {
@@ -2481,6 +2486,13 @@ func (x *AbandonRunRequest) GetCaller() *Caller {
 		return x.Caller
 	}
 	return nil
+}
+
+func (x *AbandonRunRequest) GetCleanupIdleSeconds() int64 {
+	if x != nil {
+		return x.CleanupIdleSeconds
+	}
+	return 0
 }
 
 type AbandonRunResponse struct {
@@ -4169,11 +4181,12 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x15_sealed_by_classified\"j\n" +
 	"\x13GetRunStateResponse\x12(\n" +
 	"\x05state\x18\x01 \x01(\v2\x12.realm.v1.RunStateR\x05state\x12)\n" +
-	"\arefusal\x18\x02 \x01(\v2\x0f.realm.v1.ReplyR\arefusal\"l\n" +
+	"\arefusal\x18\x02 \x01(\v2\x0f.realm.v1.ReplyR\arefusal\"\x9e\x01\n" +
 	"\x11AbandonRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12(\n" +
-	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\"\xeb\x01\n" +
+	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\x120\n" +
+	"\x14cleanup_idle_seconds\x18\x04 \x01(\x03R\x12cleanupIdleSeconds\"\xeb\x01\n" +
 	"\x12AbandonRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12/\n" +
 	"\trun_phase\x18\x02 \x01(\x0e2\x12.realm.v1.RunPhaseR\brunPhase\x12%\n" +
