@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
@@ -141,4 +142,17 @@ func Transport(base http.RoundTripper) http.RoundTripper {
 func Continue(dst, src context.Context) context.Context {
 	dst = trace.ContextWithSpanContext(dst, trace.SpanContextFromContext(src))
 	return baggage.ContextWithBaggage(dst, baggage.FromContext(src))
+}
+
+// ShutdownTimeout bounds the flush of buffered spans when a process exits.
+const ShutdownTimeout = 5 * time.Second
+
+// Stop runs the shutdown Setup returned, within ShutdownTimeout, and hands
+// a failure to warn: a main defers it right after Setup.
+func Stop(shutdown func(context.Context) error, warn func(error)) {
+	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		warn(err)
+	}
 }

@@ -2,6 +2,7 @@ package tracing_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -348,5 +349,22 @@ func TestSetupExportsOverOTLPGRPCWhenAsked(t *testing.T) {
 	defer col.mu.Unlock()
 	if !slices.Equal(col.names, []string{"work"}) {
 		t.Errorf("collector got %v, want [work]", col.names)
+	}
+}
+
+func TestStopHandsAFailedShutdownToWarn(t *testing.T) {
+	var got error
+	var deadline bool
+	tracing.Stop(func(ctx context.Context) error {
+		_, deadline = ctx.Deadline()
+		return errors.New("collector gone")
+	}, func(err error) { got = err })
+	if got == nil || got.Error() != "collector gone" || !deadline {
+		t.Errorf("warned %v, shutdown had a deadline: %v", got, deadline)
+	}
+	got = nil
+	tracing.Stop(func(context.Context) error { return nil }, func(err error) { got = err })
+	if got != nil {
+		t.Errorf("a clean shutdown warned %v", got)
 	}
 }

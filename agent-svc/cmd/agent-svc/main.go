@@ -75,13 +75,7 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := shutdownTracing(sctx); err != nil {
-			log.Warn("tracing shutdown", "err", err)
-		}
-	}()
+	defer tracing.Stop(shutdownTracing, func(err error) { log.Warn("tracing shutdown", "err", err) })
 
 	var lim limit.Limiter
 	if *redisURL != "" {

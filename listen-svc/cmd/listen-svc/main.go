@@ -61,13 +61,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := shutdownTracing(sctx); err != nil {
-			log.Warn("listen: tracing shutdown: " + err.Error())
-		}
-	}()
+	defer tracing.Stop(shutdownTracing, func(err error) { log.Warn("listen: tracing shutdown: " + err.Error()) })
 
 	reg := metrics.NewRegistry()
 	dial := append(metrics.GRPCClient(reg), tracing.ClientHandler())

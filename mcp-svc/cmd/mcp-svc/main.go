@@ -74,13 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("%s%w", logPrefix, err)
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := shutdownTracing(sctx); err != nil {
-			fmt.Fprintf(stderr, "%stracing shutdown: %v\n", logPrefix, err)
-		}
-	}()
+	defer tracing.Stop(shutdownTracing, func(err error) { fmt.Fprintf(stderr, "%stracing shutdown: %v\n", logPrefix, err) })
 	// Lazy dial: mcp-svc starts while engine-svc is down, and a call then
 	// says it cannot reach it. "host:port,host:port" spreads calls over
 	// engine replicas (round-robin).

@@ -77,12 +77,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := shutdownTracing(sctx); err != nil {
-			opts.Logger.Warn("tracing shutdown", "err", err)
-		}
-	}()
+	defer tracing.Stop(shutdownTracing, func(err error) { opts.Logger.Warn("tracing shutdown", "err", err) })
 	return runner.Serve(ctx, opts)
 }

@@ -59,13 +59,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := shutdownTracing(sctx); err != nil {
-			opts.Logger.Warn("tracing shutdown", "err", err)
-		}
-	}()
+	defer tracing.Stop(shutdownTracing, func(err error) { opts.Logger.Warn("tracing shutdown", "err", err) })
 	err = runner.Serve(ctx, opts, regs...)
 	if errors.Is(err, runner.ErrDuplicateHandler) {
 		return fmt.Errorf("Error loading extensions: %w", err)
