@@ -3,10 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -57,15 +55,7 @@ func (f *attemptsFake) ExportRun(context.Context, *realmv1.ExportRunRequest) (*r
 
 func startAttemptsFake(t *testing.T, f *attemptsFake) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	realmv1.RegisterEngineServiceServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
+	return serveEngine(t, f)
 }
 
 const attemptsBundleJSON = `{

@@ -114,6 +114,13 @@ func setup(t *testing.T, f *fakeEngine) func(env map[string]string, args ...stri
 // startFake serves f on 127.0.0.1:0 until the test ends; it returns the address.
 func startFake(t *testing.T, f *fakeEngine) string {
 	t.Helper()
+	return serveEngine(t, f)
+}
+
+// serveEngine serves any EngineService on 127.0.0.1:0 until the test ends;
+// it returns the address.
+func serveEngine(t *testing.T, f realmv1.EngineServiceServer) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -3,11 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net"
 	"regexp"
 	"testing"
-
-	"google.golang.org/grpc"
 
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -147,15 +144,7 @@ func (f *diffFake) ExportRun(_ context.Context, r *realmv1.ExportRunRequest) (*r
 
 func startDiffFake(t *testing.T, f *diffFake) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	realmv1.RegisterEngineServiceServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
+	return serveEngine(t, f)
 }
 
 func TestRunDiffComparesTheLastAttemptOfEachStep(t *testing.T) {
