@@ -4,21 +4,11 @@
 package enginetest
 
 import (
-	"log/slog"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
-
-	"github.com/realm-go/realm/engine-svc/internal/engine"
-	"github.com/realm-go/realm/engine-svc/internal/registry"
-	"github.com/realm-go/realm/engine-svc/internal/server"
-	"github.com/realm-go/realm/engine-svc/internal/store"
+	"github.com/realm-go/realm/engine-svc/inprocess"
 	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
-	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
 // Backends are the stores Start takes: "redis" (the real Redis at
@@ -43,34 +33,21 @@ func Start(t testing.TB, backend string) (addr string) {
 // StartWith is Start with options.
 func StartWith(t testing.TB, backend string, o Options) (addr string) {
 	t.Helper()
-	var rc *redis.Client
-	prefix := "realm"
+	opts := inprocess.Options{Clock: o.Clock}
 	switch backend {
 	case "redis":
-		rc = storetest.ConnectRedis(t)
-		prefix = storetest.UniquePrefix(t)
-		storetest.CleanupPrefix(t, prefix)
+		opts.Redis = storetest.ConnectRedis(t)
+		opts.Prefix = storetest.UniquePrefix(t)
+		storetest.CleanupPrefix(t, opts.Prefix)
 	case "miniredis":
-		m := miniredis.RunT(t)
-		rc = redis.NewClient(&redis.Options{Addr: m.Addr()})
+		// inprocess starts a fresh one of its own.
 	default:
 		t.Fatalf("enginetest: unknown backend %q (want redis or miniredis)", backend)
 	}
-	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16})
-	gs := grpc.NewServer()
-	reg := registry.New(rc, prefix, o.Clock, 10*time.Millisecond)
-	eng := engine.New(engine.Options{Store: st, Clock: o.Clock, Registry: reg, Logger: slog.New(slog.DiscardHandler)})
-	t.Cleanup(eng.Close)
-	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
-	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	e, err := inprocess.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(func() {
-		gs.Stop()
-		st.Close()
-	})
-	return lis.Addr().String()
+	t.Cleanup(e.Close)
+	return e.Addr()
 }

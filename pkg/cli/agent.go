@@ -14,6 +14,7 @@ import (
 
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/source"
 )
 
 // Where agent-svc listens unless told otherwise.
@@ -99,7 +100,7 @@ func (a *app) agentRequest(cmd *cobra.Command, f *agentFlags) (*realmv1.DriveRun
 			req.Params = p
 		}
 		if looksLikeFile(f.workflow) {
-			src, err := readSource(f.workflow)
+			src, err := source.Read(f.workflow)
 			if err != nil {
 				return nil, refuse("Error: %s", err.Error())
 			}

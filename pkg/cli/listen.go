@@ -21,6 +21,7 @@ import (
 	"github.com/realm-go/realm/listen-svc/dedup"
 	"github.com/realm-go/realm/listen-svc/webhook"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/source"
 )
 
 // listenGrace is how long requests in flight may finish on Ctrl-C.
@@ -140,7 +141,7 @@ func (a *app) listen(ctx context.Context, f *listenFlags, args []string) error {
 	sources := map[string]*realmv1.WorkflowSource{}
 	for _, arg := range args {
 		file := workflowFile(arg)
-		src, err := readSource(file)
+		src, err := source.Read(file)
 		if err == nil {
 			var d webhook.Declared
 			if d, err = webhook.Declare(src); err == nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/realm-go/realm/pkg/source"
 )
 
 // watchInterval is how often watch polls the watched files' mtimes and sizes.
@@ -45,7 +47,7 @@ func (a *app) watch(ctx context.Context, path string, interval time.Duration) er
 		file = filepath.Join(path, "workflow.yaml")
 	}
 	dir := filepath.Dir(file)
-	if _, err := readSource(file); err != nil {
+	if _, err := source.Read(file); err != nil {
 		a.stamp(a.env.Stderr, "Invalid: "+err.Error())
 		return &exitError{code: ExitRefused}
 	}
@@ -123,7 +125,7 @@ func displayPath(path string) string {
 
 // fingerprint is the mtime and size of every file register would read for
 // file — the workflow file, the agent profiles and context files it sends
-// (readSource's own list) — and of the profiles folder itself, so a profile
+// (source.Read's own list) — and of the profiles folder itself, so a profile
 // added or removed counts as a change.
 func fingerprint(file string) string {
 	var b strings.Builder
@@ -136,7 +138,7 @@ func fingerprint(file string) string {
 		fmt.Fprintf(&b, "%s: %d %d\n", p, fi.ModTime().UnixNano(), fi.Size())
 	}
 	stat(file)
-	src, err := readSource(file)
+	src, err := source.Read(file)
 	if err != nil {
 		return b.String()
 	}
@@ -146,16 +148,16 @@ func fingerprint(file string) string {
 	}
 	_ = yaml.Unmarshal(src.GetYaml(), &head)
 	if head.ProfilesDir == "" {
-		head.ProfilesDir = defaultProfilesDir
+		head.ProfilesDir = source.DefaultProfilesDir
 	}
-	stat(resolve(dir, head.ProfilesDir))
+	stat(source.Resolve(dir, head.ProfilesDir))
 	rels := make([]string, 0, len(src.GetFiles()))
 	for rel := range src.GetFiles() {
 		rels = append(rels, rel)
 	}
 	sort.Strings(rels)
 	for _, rel := range rels {
-		stat(resolve(dir, filepath.FromSlash(rel)))
+		stat(source.Resolve(dir, filepath.FromSlash(rel)))
 	}
 	return b.String()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/source"
 )
 
 // storedSchemaVersion is the registered-copy layout the engine writes
@@ -22,7 +23,8 @@ func (a *app) workflowCommand() *cobra.Command {
 		Use:   "workflow",
 		Short: "Validate, register and list workflows",
 	}
-	cmd.AddCommand(a.workflowValidateCommand(), a.workflowRegisterCommand(), a.workflowWatchCommand(), a.workflowListCommand())
+	cmd.AddCommand(a.workflowValidateCommand(), a.workflowRegisterCommand(), a.workflowWatchCommand(), a.workflowListCommand(),
+		a.workflowTestCommand())
 	return cmd
 }
 
@@ -47,7 +49,7 @@ func (a *app) workflowValidateCommand() *cobra.Command {
 }
 
 func (a *app) validate(ctx context.Context, path string, strict, asJSON bool) error {
-	src, err := readSource(path)
+	src, err := source.Read(path)
 	if err != nil {
 		return a.unreadable(path, strict, asJSON, err)
 	}
@@ -74,7 +76,7 @@ func (a *app) validate(ctx context.Context, path string, strict, asJSON bool) er
 // unreadable reports a workflow file the CLI could not read: the engine
 // never saw it, so this line is the CLI's own (cli.md §2.2).
 func (a *app) unreadable(path string, strict, asJSON bool, err error) error {
-	var re *readError
+	var re *source.ReadError
 	if !errors.As(err, &re) {
 		return refuse("Error: %v", err)
 	}
@@ -158,7 +160,7 @@ func (a *app) workflowRegisterCommand() *cobra.Command {
 }
 
 func (a *app) register(ctx context.Context, path string, strict bool) error {
-	src, err := readSource(path)
+	src, err := source.Read(path)
 	if err != nil {
 		return a.unreadable(path, strict, false, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/realm-go/realm/pkg/errcode"
 	"github.com/realm-go/realm/pkg/handler"
+	"github.com/realm-go/realm/pkg/realmtest"
 	"github.com/realm-go/realm/pkg/runner"
 	"github.com/realm-go/realm/pkg/workflow"
 	"github.com/realm-go/realm/services/example-runner/handlers"
@@ -176,5 +177,16 @@ func TestOrdersExampleLoads(t *testing.T) {
 	}
 	if step.Handler != "order_total" || step.Execution != "auto" {
 		t.Errorf("step price: handler %q, execution %q", step.Handler, step.Execution)
+	}
+}
+
+// The orders example's fixtures, with the handlers served in-process: the
+// way a Go author tests a workflow and its handlers in `go test`.
+func TestOrdersFixtures(t *testing.T) {
+	t.Parallel()
+	results := realmtest.Run(t, filepath.Join("..", "..", "..", "examples", "orders.yaml"),
+		filepath.Join("..", "..", "..", "examples", "fixtures", "orders"), realmtest.Options{Handlers: handlers.Registrations()})
+	if len(results) != 2 {
+		t.Fatalf("%d fixtures ran, want 2", len(results))
 	}
 }

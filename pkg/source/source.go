@@ -1,4 +1,7 @@
-package cli
+// Package source reads a workflow for the engine: the workflow file and the
+// side files it names (agent profiles, workflow_context files), as one
+// WorkflowSource. The engine judges everything; this package only reads.
+package source
 
 import (
 	"os"
@@ -11,33 +14,33 @@ import (
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
-// defaultProfilesDir is where agent profiles live unless profiles_dir says
+// DefaultProfilesDir is where agent profiles live unless profiles_dir says
 // otherwise (workflow-file spec §3.7).
-const defaultProfilesDir = "profiles"
+const DefaultProfilesDir = "profiles"
 
 // maxSideFile bounds one profile or context file sent with a workflow, to
 // stay well inside gRPC's default 4 MiB message.
 const maxSideFile = 1 << 20
 
-// readError is a workflow file that could not be read; validate prints it
+// ReadError is a workflow file that could not be read; validate prints it
 // as `Invalid: Failed to read workflow file: <os error>`.
-type readError struct{ err error }
+type ReadError struct{ err error }
 
-func (e *readError) Error() string { return "Failed to read workflow file: " + e.err.Error() }
+func (e *ReadError) Error() string { return "Failed to read workflow file: " + e.err.Error() }
 
-// readSource reads the workflow at path (the file, or a folder holding
+// Read reads the workflow at path (the file, or a folder holding
 // workflow.yaml) and the files it names: the agent profiles in its
 // profiles_dir and its workflow_context files, keyed by their path relative
 // to the workflow file. The engine judges everything; a file named but
 // missing is simply not sent, and the engine reports it.
-func readSource(path string) (*realmv1.WorkflowSource, error) {
+func Read(path string) (*realmv1.WorkflowSource, error) {
 	file := path
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		file = filepath.Join(path, "workflow.yaml")
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, &readError{err: err}
+		return nil, &ReadError{err: err}
 	}
 	src := &realmv1.WorkflowSource{Yaml: data, Path: file, Files: map[string][]byte{}}
 	dir := filepath.Dir(file)
@@ -56,7 +59,7 @@ func readSource(path string) (*realmv1.WorkflowSource, error) {
 
 	profiles := head.ProfilesDir
 	if profiles == "" {
-		profiles = defaultProfilesDir
+		profiles = DefaultProfilesDir
 	}
 	addProfiles(src, dir, profiles)
 	names := make([]string, 0, len(head.WorkflowContext))
@@ -76,7 +79,7 @@ func readSource(path string) (*realmv1.WorkflowSource, error) {
 // folder that is missing or unreadable sends nothing: the engine then
 // reports each profile a step names as not found.
 func addProfiles(src *realmv1.WorkflowSource, dir, profiles string) {
-	entries, err := os.ReadDir(resolve(dir, profiles))
+	entries, err := os.ReadDir(Resolve(dir, profiles))
 	if err != nil {
 		return
 	}
@@ -91,7 +94,7 @@ func addProfiles(src *realmv1.WorkflowSource, dir, profiles string) {
 // addFile reads rel (relative to dir, or absolute) into src.Files when it is
 // a regular file of sensible size.
 func addFile(src *realmv1.WorkflowSource, dir, rel string) {
-	full := resolve(dir, rel)
+	full := Resolve(dir, rel)
 	fi, err := os.Stat(full)
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxSideFile {
 		return
@@ -103,7 +106,8 @@ func addFile(src *realmv1.WorkflowSource, dir, rel string) {
 	src.Files[filepath.ToSlash(filepath.Clean(rel))] = b
 }
 
-func resolve(dir, rel string) string {
+// Resolve is rel inside dir, or rel itself when it is absolute.
+func Resolve(dir, rel string) string {
 	if filepath.IsAbs(rel) {
 		return rel
 	}
