@@ -782,6 +782,35 @@ func TestRunList(t *testing.T) {
 			},
 		},
 		{
+			name:  "json for scripts",
+			pages: stuckPage,
+			args:  []string{"run", "list", "--json"},
+			wantStdout: `{
+  "runs": [
+    {
+      "run_id": "r-idle",
+      "run_phase": "running",
+      "step_count": 0,
+      "updated_at": "2026-09-30T02:00:00.000Z",
+      "workflow_id": "idle",
+      "workflow_version": 0
+    },
+    {
+      "labels": [
+        "fetch=claim_stale"
+      ],
+      "run_id": "r-claim",
+      "run_phase": "running",
+      "step_count": 0,
+      "updated_at": "2026-10-02T00:31:00.000Z",
+      "workflow_id": "sync",
+      "workflow_version": 0
+    }
+  ]
+}
+`,
+		},
+		{
 			name:       "status and workflow filters are sent",
 			pages:      nil,
 			args:       []string{"run", "list", "--status", "gate_waiting", "--workflow", "gated"},

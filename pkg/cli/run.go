@@ -189,7 +189,7 @@ const listPageSize = 500
 
 func (a *app) runListCommand() *cobra.Command {
 	var workflowID, phase, olderThan string
-	var stuck bool
+	var stuck, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List runs, newest change first",
@@ -232,15 +232,55 @@ func (a *app) runListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return a.printRunsJSON(runs)
+			}
 			a.printRuns(runs, workflowID, stuck, threshold)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"runs": [...]}, one object per run`)
 	cmd.Flags().StringVar(&workflowID, "workflow", "", "only runs of this workflow")
 	cmd.Flags().StringVar(&phase, "status", "", "only runs in this phase: running, gate_waiting, completed, failed, abandoned, aborted")
 	cmd.Flags().BoolVar(&stuck, "stuck", false, "only runs with a health finding")
 	cmd.Flags().StringVar(&olderThan, "older-than", "24h", "with --stuck: idle threshold for never-claimed runs (<n>d|h|m)")
 	return cmd
+}
+
+// printRunsJSON prints the listing for scripts: times in RFC 3339 UTC,
+// phases as the replies spell them, absent fields left out.
+func (a *app) printRunsJSON(runs []*realmv1.RunSummary) error {
+	out := make([]map[string]any, 0, len(runs))
+	for _, r := range runs {
+		m := map[string]any{
+			"run_id":           r.GetRunId(),
+			"workflow_id":      r.GetWorkflowId(),
+			"workflow_version": r.GetWorkflowVersion(),
+			"run_phase":        reply.PhaseWord(r.GetRunPhase()),
+			"updated_at":       reply.FormatTime(r.GetUpdatedAt()),
+			"step_count":       r.GetStepCount(),
+		}
+		if r.GetCreatedAt() != nil {
+			m["created_at"] = reply.FormatTime(r.GetCreatedAt())
+		}
+		if r.GetLastStep() != "" {
+			m["last_step"] = r.GetLastStep()
+		}
+		if len(r.GetLabels()) > 0 {
+			m["labels"] = r.GetLabels()
+		}
+		if r.GetGateStep() != "" {
+			gate := map[string]any{"step": r.GetGateStep(), "opened_at": reply.FormatTime(r.GetGateOpenedAt())}
+			if r.GetGateExpiresAt() != nil {
+				gate["expires_at"] = reply.FormatTime(r.GetGateExpiresAt())
+			}
+			m["gate"] = gate
+		}
+		out = append(out, m)
+	}
+	enc := json.NewEncoder(a.env.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{"runs": out})
 }
 
 func phaseFilter(word string) (realmv1.RunPhase, bool) {
