@@ -19,6 +19,7 @@ import (
 
 	"github.com/realm-go/realm/pkg/errcode"
 	"github.com/realm-go/realm/pkg/runner"
+	"github.com/realm-go/realm/pkg/tracing"
 	"github.com/realm-go/realm/services/adapter-runner/ratelimit"
 )
 
@@ -56,7 +57,9 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Client == nil {
-		o.Client = &http.Client{CheckRedirect: sameHostRedirects}
+		// Each request continues the step's trace (a no-op until
+		// tracing.Setup configures an exporter).
+		o.Client = &http.Client{CheckRedirect: sameHostRedirects, Transport: tracing.Transport(http.DefaultTransport)}
 	}
 	if o.Limiters == nil {
 		o.Limiters = ratelimit.New(nil)
