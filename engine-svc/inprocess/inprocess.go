@@ -78,6 +78,9 @@ func Start(o Options) (*Engine, error) {
 
 	stop := func() {
 		gs.Stop()
+		// Calls that were cut off still write their outcome: let them,
+		// before the store goes away under them.
+		eng.WaitDrives(5 * time.Second)
 		eng.Close()
 		st.Close()
 		if stopRedis != nil {

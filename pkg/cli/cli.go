@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/realm-go/realm/pkg/client"
+	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -192,6 +193,11 @@ func (a *app) rpcError(err error) error {
 	if s, ok := status.FromError(err); ok {
 		for _, d := range s.Details() {
 			if ed, ok := d.(*realmv1.ErrorDetail); ok && ed.GetCode() != "" {
+				// cli.md §1.3: a missing run is the one bare line
+				// `Run not found: <id>`, from every run command.
+				if errcode.Code(ed.GetCode()) == errcode.StateRunNotFound {
+					return refuse("%s", msg)
+				}
 				msg += " (" + ed.GetCode() + ")"
 				break
 			}

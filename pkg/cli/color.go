@@ -5,6 +5,9 @@ import (
 	"os"
 
 	"golang.org/x/term"
+
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/reply"
 )
 
 // paint colours the words a person scans for (PASS, FAIL) when w is a
@@ -30,3 +33,19 @@ func (p paint) wrap(code, s string) string {
 func (p paint) green(s string) string { return p.wrap("32", s) }
 func (p paint) red(s string) string   { return p.wrap("31", s) }
 func (p paint) bold(s string) string  { return p.wrap("1", s) }
+
+// phase is a run phase's word in the colour `realm run list` gives it
+// (cli.md §3.1): green completed, red failed or abandoned, cyan
+// gate_waiting, yellow otherwise.
+func (p paint) phase(ph realmv1.RunPhase) string {
+	w := reply.PhaseWord(ph)
+	switch ph {
+	case realmv1.RunPhase_RUN_PHASE_COMPLETED:
+		return p.green(w)
+	case realmv1.RunPhase_RUN_PHASE_FAILED, realmv1.RunPhase_RUN_PHASE_ABANDONED:
+		return p.red(w)
+	case realmv1.RunPhase_RUN_PHASE_GATE_WAITING:
+		return p.wrap("36", w)
+	}
+	return p.wrap("33", w)
+}

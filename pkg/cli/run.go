@@ -342,9 +342,10 @@ func (a *app) printRuns(runs []*realmv1.RunSummary, workflowID string, stuck boo
 		fmt.Fprintf(out, "Stuck runs (threshold %s):\n", threshold)
 	}
 	now := a.env.Now()
+	p := newPaint(out, a.env.Getenv)
 	for _, r := range runs {
 		updated := r.GetUpdatedAt().AsTime()
-		fields := []string{r.GetRunId(), r.GetWorkflowId() + " v" + versionWord(r.GetWorkflowVersion()), reply.PhaseWord(r.GetRunPhase()),
+		fields := []string{r.GetRunId(), r.GetWorkflowId() + " v" + versionWord(r.GetWorkflowVersion()), p.phase(r.GetRunPhase()),
 			localTime(updated, a.env.Location), fmt.Sprintf("%d step(s)", r.GetStepCount())}
 		if g := r.GetGateStep(); g != "" {
 			gate := fmt.Sprintf("gate: %s (%s)", g, age(now.Sub(r.GetGateOpenedAt().AsTime())))

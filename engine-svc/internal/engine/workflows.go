@@ -268,6 +268,11 @@ func (t *txn) summary() *realmv1.RunSummary {
 	}
 	if g := r.PendingGate; g != nil && !r.Terminal() {
 		s.GateStep, s.GateOpenedAt, s.GateExpiresAt = g.StepName, timestamp(g.OpenedAt), timestamp(g.ExpiresAt)
+		// The gated step's output is on the record before its question
+		// opens: it has evidence, as inspect's count shows (cli.md §3.1).
+		if !slices.Contains(r.CompletedSteps, g.StepName) && !slices.Contains(r.FailedSteps, g.StepName) {
+			s.StepCount++
+		}
 	}
 	return s
 }
