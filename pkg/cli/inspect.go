@@ -12,11 +12,15 @@ import (
 // runInspectCommand is `realm run inspect <run> [--verbose]`: the engine
 // renders the report (cli.md §3.2); the command prints it.
 func (a *app) runInspectCommand() *cobra.Command {
-	var verbose bool
+	var verbose, drift bool
 	cmd := &cobra.Command{
 		Use:   "inspect <run>",
 		Short: "Show a run as a person reads it: phase, steps, gate, health, evidence",
-		Args:  cobra.ExactArgs(1),
+		Long: "Show a run as a person reads it: phase, steps, gate, health, evidence.\n\n" +
+			"--check-drift compares the project code a run recorded with the code on disk. Handlers\n" +
+			"here run in handler runners, outside the engine, so no run records an extension\n" +
+			"identity: the check says so, and never loads anything.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			engine, ctx, done, err := a.session(cmd.Context())
 			if err != nil {
@@ -28,9 +32,13 @@ func (a *app) runInspectCommand() *cobra.Command {
 				return a.rpcError(err)
 			}
 			fmt.Fprintln(a.env.Stdout, strings.TrimRight(resp.GetText(), "\n"))
+			if drift {
+				fmt.Fprintln(a.env.Stdout, "Drift check: no extension identity recorded for this run.")
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&verbose, "verbose", false, "show tool-call arguments and results")
+	cmd.Flags().BoolVar(&drift, "check-drift", false, "compare the run's recorded extension identity with the files on disk")
 	return cmd
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -307,6 +308,16 @@ func (a *app) runPurgeCommand() *cobra.Command {
 	return cmd
 }
 
+// exportSummary is what the export's second line counts (cli.md §3.6).
+type exportSummary struct {
+	Run struct {
+		RunPhase string `json:"run_phase"`
+	} `json:"run"`
+	Attempts []json.RawMessage          `json:"attempts"`
+	WAL      map[string]json.RawMessage `json:"wal"`
+	Sealed   map[string]json.RawMessage `json:"sealed"`
+}
+
 func (a *app) runExportCommand() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
@@ -351,6 +362,11 @@ func (a *app) runExportCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(a.env.Stdout, "Exported run '%s' to '%s' (%d KB).\n", args[0], abs, (len(resp.GetBundle())+1023)/1024)
+			var b exportSummary
+			if err := json.Unmarshal(resp.GetBundle(), &b); err == nil {
+				fmt.Fprintf(a.env.Stdout, "  phase: %s, attempts: %d, WAL steps: %d, sealed artifacts: %d\n",
+					b.Run.RunPhase, len(b.Attempts), len(b.WAL), len(b.Sealed))
+			}
 			return nil
 		},
 	}

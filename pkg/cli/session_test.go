@@ -47,6 +47,7 @@ var (
 	msRE       = regexp.MustCompile(`\b\d+(\.\d+)?(ms|µs|s)\b`)
 	agoRE      = regexp.MustCompile(`\b\d+[smhd] ago\b`)
 	idleRE     = regexp.MustCompile(`"duration_ms": \d+`)
+	kbRE       = regexp.MustCompile(`\(\d+(\.\d+)? KB\)`)
 )
 
 // transcript is the session's output with ids, times and durations masked.
@@ -62,6 +63,7 @@ func (s *session) transcript() string {
 	out = agoRE.ReplaceAllString(out, "<n> ago")
 	out = idleRE.ReplaceAllString(out, `"duration_ms": <n>`)
 	out = msRE.ReplaceAllString(out, "<dur>")
+	out = kbRE.ReplaceAllString(out, "(<n> KB)")
 	return out
 }
 
@@ -103,6 +105,12 @@ func TestScriptedSession(t *testing.T) {
 		s.do("run", "respond", run, "--gate", gate, "--choice", "send")
 		s.do("run", "advance", run)
 		s.do("run", "attempts", run)
+		s.do("run", "attempts", run, "--json")
+		s.do("run", "inspect", run, "--verbose", "--check-drift")
+		dir := t.TempDir()
+		s.names[dir] = "<dir>"
+		s.do("run", "export", run, "--out", dir)
+		s.do("run", "export", run, "--out", dir)
 		s.do("run", "resume", run, "--from", "draft")
 		s.do("run", "reclaim", run)
 		s.do("run", "drain", run)
