@@ -43,6 +43,13 @@ func Start(t testing.TB, backend string) (addr string) {
 // StartWith is Start with options.
 func StartWith(t testing.TB, backend string, o Options) (addr string) {
 	t.Helper()
+	addr, _ = StartRaw(t, backend, o)
+	return addr
+}
+
+// StartRaw is StartWith that also returns a handle on the engine's store.
+func StartRaw(t testing.TB, backend string, o Options) (addr string, raw *Raw) {
+	t.Helper()
 	var rc *redis.Client
 	prefix := "realm"
 	switch backend {
@@ -72,5 +79,5 @@ func StartWith(t testing.TB, backend string, o Options) (addr string) {
 		gs.Stop()
 		st.Close()
 	})
-	return lis.Addr().String()
+	return lis.Addr().String(), &Raw{st: st, rc: rc}
 }
