@@ -48,7 +48,7 @@ func (e *Engine) scanRuns(ctx context.Context, m store.Maintenance) ([]storedRun
 	for _, d := range docs {
 		var r record.Run
 		if err := json.Unmarshal(d.Doc, &r); err != nil {
-			return nil, errcode.Wrap(errcode.EngineStoreFailed, err, fmt.Sprintf("Run %s is unreadable (%v); nothing was changed. Export or purge it, then run this again.", d.ID, err))
+			return nil, errcode.Wrap(errcode.EngineStoreFailed, err, fmt.Sprintf("Run %s has an unreadable document (%v); nothing was changed. Repair or remove it, then run this again.", d.ID, err))
 		}
 		stored := r.RunPhase
 		r.Version = d.Version
@@ -66,6 +66,14 @@ func (e *Engine) GcRuns(ctx context.Context, req *realmv1.GcRunsRequest) (*realm
 	if err != nil {
 		return nil, err
 	}
+	// Heal reads every run first: an unreadable one stops the whole call
+	// before the sweep deletes anything.
+	var runs []storedRun
+	if req.GetHeal() {
+		if runs, err = e.scanRuns(ctx, m); err != nil {
+			return nil, err
+		}
+	}
 	resp := &realmv1.GcRunsResponse{}
 	if req.GetSweep() {
 		if err := e.sweep(ctx, m, req, resp); err != nil {
@@ -73,7 +81,7 @@ func (e *Engine) GcRuns(ctx context.Context, req *realmv1.GcRunsRequest) (*realm
 		}
 	}
 	if req.GetHeal() {
-		if err := e.heal(ctx, m, req.GetForce(), resp); err != nil {
+		if err := e.heal(ctx, m, runs, req.GetForce(), resp); err != nil {
 			return nil, err
 		}
 	}
@@ -115,11 +123,7 @@ func (e *Engine) sweep(ctx context.Context, m store.Maintenance, req *realmv1.Gc
 // indexes, disagrees with what the record derives, and rewrites each
 // through the write path, which recomputes both (bumping version and
 // updated_at).
-func (e *Engine) heal(ctx context.Context, m store.Maintenance, force bool, resp *realmv1.GcRunsResponse) error {
-	runs, err := e.scanRuns(ctx, m)
-	if err != nil {
-		return err
-	}
+func (e *Engine) heal(ctx context.Context, m store.Maintenance, runs []storedRun, force bool, resp *realmv1.GcRunsResponse) error {
 	members, err := m.IndexMembers(ctx)
 	if err != nil {
 		return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to read the run indexes: "+err.Error())

@@ -217,11 +217,18 @@ func TestGcHealRewritesRunsWhoseStoredPhaseOrIndexIsStale(t *testing.T) {
 			t.Fatal(err)
 		}
 		vf, _ := e.doc(t, fine)
-		if _, err := e.client.GcRuns(ctx(t), &realmv1.GcRunsRequest{Heal: true, Force: true}); err == nil || !strings.Contains(err.Error(), "is unreadable") {
+		if err := e.rc.Del(ctx(t), e.st.RunKey(open)).Err(); err != nil { // residue the sweep would reap
+			t.Fatal(err)
+		}
+		e.clock.Advance(2 * time.Hour)
+		if _, err := e.client.GcRuns(ctx(t), &realmv1.GcRunsRequest{Sweep: true, OlderThanSeconds: 3600, Heal: true, Force: true}); err == nil || !strings.Contains(err.Error(), "has an unreadable document") {
 			t.Errorf("heal over an unreadable run: %v", err)
 		}
 		if v, _ := e.doc(t, fine); v != vf {
 			t.Errorf("heal wrote %s despite the unreadable run", fine)
+		}
+		if exists(t, e, e.st.IdemKeyName("answer\x1fopen")) != 1 {
+			t.Errorf("the sweep reaped residue although heal refused the call")
 		}
 	})
 }
