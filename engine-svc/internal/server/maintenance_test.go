@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/realm-go/realm/engine-svc/internal/store"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -421,5 +420,3 @@ func TestMigrateWorkflowsAddsHumanOriginOnce(t *testing.T) {
 		}
 	})
 }
-
-var _ = store.ResidueKey
