@@ -7,7 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/realm-go/realm/engine-svc/inprocess"
+	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
 )
 
@@ -33,21 +37,34 @@ func Start(t testing.TB, backend string) (addr string) {
 // StartWith is Start with options.
 func StartWith(t testing.TB, backend string, o Options) (addr string) {
 	t.Helper()
-	opts := inprocess.Options{Clock: o.Clock}
+	addr, _ = StartRaw(t, backend, o)
+	return addr
+}
+
+// StartRaw is StartWith that also returns a handle on the engine's store.
+func StartRaw(t testing.TB, backend string, o Options) (addr string, raw *Raw) {
+	t.Helper()
+	opts := inprocess.Options{Clock: o.Clock, Prefix: "realm"}
+	var rc *redis.Client
 	switch backend {
 	case "redis":
-		opts.Redis = storetest.ConnectRedis(t)
+		rc = storetest.ConnectRedis(t)
 		opts.Prefix = storetest.UniquePrefix(t)
 		storetest.CleanupPrefix(t, opts.Prefix)
 	case "miniredis":
-		// inprocess starts a fresh one of its own.
+		m := miniredis.RunT(t)
+		rc = redis.NewClient(&redis.Options{Addr: m.Addr()})
+		t.Cleanup(func() { _ = rc.Close() })
 	default:
 		t.Fatalf("enginetest: unknown backend %q (want redis or miniredis)", backend)
 	}
+	opts.Redis = rc
 	e, err := inprocess.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	return e.Addr()
+	// Raw's own store over the same keys: it only names keys and reads.
+	st := store.NewRedis(rc, store.Options{Prefix: opts.Prefix, Buckets: inprocess.Buckets})
+	return e.Addr(), &Raw{st: st, rc: rc}
 }

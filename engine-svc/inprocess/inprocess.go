@@ -42,6 +42,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Buckets is the number of index buckets the store spreads runs over.
+const Buckets = 16
+
 // Engine is a running in-process engine.
 type Engine struct {
 	addr  string
@@ -69,7 +72,7 @@ func Start(o Options) (*Engine, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	st := store.NewRedis(rc, store.Options{Prefix: o.Prefix, Buckets: 16})
+	st := store.NewRedis(rc, store.Options{Prefix: o.Prefix, Buckets: Buckets})
 	reg := registry.New(rc, o.Prefix, o.Clock, 10*time.Millisecond)
 	eng := engine.New(engine.Options{Store: st, Clock: o.Clock, Registry: reg, Logger: o.Logger})
 	gs := grpc.NewServer()

@@ -108,6 +108,9 @@ func (t *txn) state(ctx context.Context, includeSteps bool) *realmv1.RunState {
 			case strings.HasPrefix(r.SealedBy.Arm, "guard_"), strings.HasPrefix(r.SealedBy.Arm, "gate_"), r.SealedBy.Arm == "handler_abort":
 				s.SealedByStep = r.SealedBy.Step
 			}
+			if r.SealedBy.Classified {
+				s.SealedByClassified = ptr(true) // stamped by realm run migrate --stamp-seals
+			}
 		}
 	}
 	if a := r.AbortedAt; a != nil && r.SealedBy != nil && r.SealedBy.Arm == "guard_abort" {

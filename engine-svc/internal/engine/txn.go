@@ -39,6 +39,11 @@ type txn struct {
 	create     bool
 	// wasTerminal is whether the run had ended before this transaction.
 	wasTerminal bool
+	// maint marks a maintenance rewrite (gc --heal, migrate --stamp-seals):
+	// the record's meaning is unchanged, so it never starts a finalizer
+	// ledger; keepUpdatedAt also leaves updated_at as it was (a stamped
+	// seal is not activity).
+	maint, keepUpdatedAt bool
 
 	// What the reply reports about this write.
 	chained      []*realmv1.ChainedStep
@@ -120,8 +125,12 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 	} else {
 		r.Version = t.base.Version + 1
 	}
-	r.UpdatedAt = record.FormatTime(t.now)
-	t.stampLedger() // a run sealed by this write owes its finalizers
+	if !t.keepUpdatedAt {
+		r.UpdatedAt = record.FormatTime(t.now)
+	}
+	if !t.maint {
+		t.stampLedger() // a run sealed by this write owes its finalizers
+	}
 	r.RunPhase = r.Phase()
 	t.index = append(t.index, t.timerIndexes()...)
 	doc, err := json.Marshal(r)

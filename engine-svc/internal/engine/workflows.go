@@ -67,6 +67,7 @@ func (e *Engine) RegisterWorkflow(ctx context.Context, req *realmv1.RegisterWork
 	if def == nil || !rep.Valid {
 		return resp, nil
 	}
+	def.Origin = "human" // registered by a person (create_workflow writes "agent")
 	rec, err := e.putDefinition(ctx, def)
 	if err != nil {
 		return nil, err

@@ -202,6 +202,17 @@ type Seal struct {
 	Arm        string `json:"arm"`
 	Step       string `json:"step,omitempty"`
 	Classified bool   `json:"classified,omitempty"`
+	// Adjudicated is an operator's ruling on the arm (run-record spec
+	// §5.3); kept so no rewrite drops it.
+	Adjudicated *Adjudication `json:"adjudicated,omitempty"`
+}
+
+// Adjudication is an operator's ruling on a seal.
+type Adjudication struct {
+	By          string `json:"by"`
+	At          string `json:"at"`
+	PreviousArm string `json:"previous_arm"`
+	Reason      string `json:"reason,omitempty"`
 }
 
 // AbortedAt records a guard or handler abort.

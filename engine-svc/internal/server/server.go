@@ -234,3 +234,29 @@ func (s *Server) SealSpawnFailure(ctx context.Context, req *realmv1.SealSpawnFai
 	resp, err := s.e.SealSpawnFailure(ctx, req)
 	return resp, grpcErr(err)
 }
+
+func (s *Server) GcRuns(ctx context.Context, req *realmv1.GcRunsRequest) (*realmv1.GcRunsResponse, error) {
+	if !req.GetSweep() && !req.GetHeal() {
+		return nil, status.Error(codes.InvalidArgument, "sweep or heal is required")
+	}
+	if req.GetSweep() && req.GetOlderThanSeconds() < int64(engine.GcFloor.Seconds()) {
+		return nil, status.Errorf(codes.InvalidArgument, "older_than_seconds must be at least %d: gc refuses to reap crash residue younger than that", int64(engine.GcFloor.Seconds()))
+	}
+	resp, err := s.e.GcRuns(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) ReconcileKeys(ctx context.Context, req *realmv1.ReconcileKeysRequest) (*realmv1.ReconcileKeysResponse, error) {
+	resp, err := s.e.ReconcileKeys(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) StampSeals(ctx context.Context, req *realmv1.StampSealsRequest) (*realmv1.StampSealsResponse, error) {
+	resp, err := s.e.StampSeals(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) MigrateWorkflows(ctx context.Context, req *realmv1.MigrateWorkflowsRequest) (*realmv1.MigrateWorkflowsResponse, error) {
+	resp, err := s.e.MigrateWorkflows(ctx, req)
+	return resp, grpcErr(err)
+}

@@ -90,3 +90,46 @@ local n = redis.call('HINCRBY', KEYS[1], 'latest', 1)
 redis.call('HSET', KEYS[1], 'v' .. n, ARGV[1], 't' .. n, ARGV[2])
 return n
 `)
+
+// reapScript removes one piece of run-less residue, only while the run's
+// document is still absent.
+//
+//	KEYS: run, target   ARGV: 1 op ("del", "zrem" member, "idem" holder), 2 run id
+//
+// Replies 1 if something was removed, 0 if it was already gone (or the key
+// now names another run), -1 if the run exists (not residue).
+var reapScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+if ARGV[1] == 'zrem' then return redis.call('ZREM', KEYS[2], ARGV[2]) end
+if ARGV[1] == 'idem' and redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
+return redis.call('DEL', KEYS[2])
+`)
+
+// pointKeyScript points an idempotency key at a run if it holds what the
+// caller read.
+//
+//	KEYS: idem key   ARGV: 1 run id, 2 expect ("" = unset), 3 ttl ms ("0" = none)
+//
+// Replies 1 if written, 0 if the key had moved.
+var pointKeyScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1]) or ''
+if cur ~= ARGV[2] then return 0 end
+if ARGV[3] ~= '0' then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+else
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return 1
+`)
+
+// rewriteWorkflowScript replaces one stored version of a definition if it
+// still holds what the caller read.
+//
+//	KEYS: wf hash   ARGV: 1 field (v<n>), 2 old definition, 3 new definition
+//
+// Replies 1 if written, 0 if the version changed or is gone.
+var rewriteWorkflowScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+`)

@@ -3953,6 +3953,802 @@ func (x *SealSpawnFailureResponse) GetRunPhase() RunPhase {
 	return RunPhase_RUN_PHASE_UNSPECIFIED
 }
 
+type GcRunsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sweep looks for run-less residue: side keys and index entries whose run
+	// document is gone.
+	Sweep bool `protobuf:"varint,1,opt,name=sweep,proto3" json:"sweep,omitempty"`
+	// older_than_seconds is the minimum age of residue whose age is known
+	// (the engine refuses less than an hour).
+	OlderThanSeconds int64 `protobuf:"varint,2,opt,name=older_than_seconds,json=olderThanSeconds,proto3" json:"older_than_seconds,omitempty"`
+	// heal rewrites runs whose stored run_phase or index membership
+	// disagrees with the record.
+	Heal          bool `protobuf:"varint,3,opt,name=heal,proto3" json:"heal,omitempty"`
+	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcRunsRequest) Reset() {
+	*x = GcRunsRequest{}
+	mi := &file_realm_v1_engine_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcRunsRequest) ProtoMessage() {}
+
+func (x *GcRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcRunsRequest.ProtoReflect.Descriptor instead.
+func (*GcRunsRequest) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *GcRunsRequest) GetSweep() bool {
+	if x != nil {
+		return x.Sweep
+	}
+	return false
+}
+
+func (x *GcRunsRequest) GetOlderThanSeconds() int64 {
+	if x != nil {
+		return x.OlderThanSeconds
+	}
+	return 0
+}
+
+func (x *GcRunsRequest) GetHeal() bool {
+	if x != nil {
+		return x.Heal
+	}
+	return false
+}
+
+func (x *GcRunsRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// Residue is one run-less side key or index entry.
+type Residue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind: outputs, evidence, index, key.
+	Kind  string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// key is the store key holding it (for an index entry, the index's key).
+	Key           string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Residue) Reset() {
+	*x = Residue{}
+	mi := &file_realm_v1_engine_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Residue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Residue) ProtoMessage() {}
+
+func (x *Residue) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Residue.ProtoReflect.Descriptor instead.
+func (*Residue) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *Residue) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Residue) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *Residue) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+// StaleRun is a run document that disagrees with what it derives.
+type StaleRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// reasons name each disagreement, e.g. "run_phase 'running' ≠ derived 'completed'".
+	Reasons       []string `protobuf:"bytes,2,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StaleRun) Reset() {
+	*x = StaleRun{}
+	mi := &file_realm_v1_engine_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StaleRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StaleRun) ProtoMessage() {}
+
+func (x *StaleRun) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StaleRun.ProtoReflect.Descriptor instead.
+func (*StaleRun) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *StaleRun) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *StaleRun) GetReasons() []string {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+type GcRunsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// residue is what was selected (and, with force, acted on).
+	Residue    []*Residue  `protobuf:"bytes,1,rep,name=residue,proto3" json:"residue,omitempty"`
+	Reaped     int32       `protobuf:"varint,2,opt,name=reaped,proto3" json:"reaped,omitempty"`
+	ReapGone   int32       `protobuf:"varint,3,opt,name=reap_gone,json=reapGone,proto3" json:"reap_gone,omitempty"`
+	ReapFailed int32       `protobuf:"varint,4,opt,name=reap_failed,json=reapFailed,proto3" json:"reap_failed,omitempty"`
+	Stale      []*StaleRun `protobuf:"bytes,5,rep,name=stale,proto3" json:"stale,omitempty"`
+	Healed     int32       `protobuf:"varint,6,opt,name=healed,proto3" json:"healed,omitempty"`
+	HealGone   int32       `protobuf:"varint,7,opt,name=heal_gone,json=healGone,proto3" json:"heal_gone,omitempty"`
+	HealFailed int32       `protobuf:"varint,8,opt,name=heal_failed,json=healFailed,proto3" json:"heal_failed,omitempty"`
+	// failures are one line per failed reap or heal.
+	Failures      []string `protobuf:"bytes,9,rep,name=failures,proto3" json:"failures,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GcRunsResponse) Reset() {
+	*x = GcRunsResponse{}
+	mi := &file_realm_v1_engine_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GcRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GcRunsResponse) ProtoMessage() {}
+
+func (x *GcRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GcRunsResponse.ProtoReflect.Descriptor instead.
+func (*GcRunsResponse) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *GcRunsResponse) GetResidue() []*Residue {
+	if x != nil {
+		return x.Residue
+	}
+	return nil
+}
+
+func (x *GcRunsResponse) GetReaped() int32 {
+	if x != nil {
+		return x.Reaped
+	}
+	return 0
+}
+
+func (x *GcRunsResponse) GetReapGone() int32 {
+	if x != nil {
+		return x.ReapGone
+	}
+	return 0
+}
+
+func (x *GcRunsResponse) GetReapFailed() int32 {
+	if x != nil {
+		return x.ReapFailed
+	}
+	return 0
+}
+
+func (x *GcRunsResponse) GetStale() []*StaleRun {
+	if x != nil {
+		return x.Stale
+	}
+	return nil
+}
+
+func (x *GcRunsResponse) GetHealed() int32 {
+	if x != nil {
+		return x.Healed
+	}
+	return 0
+}
+
+func (x *GcRunsResponse) GetHealGone() int32 {
+	if x != nil {
+		return x.HealGone
+	}
+	return 0
+}
+
+func (x *GcRunsResponse) GetHealFailed() int32 {
+	if x != nil {
+		return x.HealFailed
+	}
+	return 0
+}
+
+func (x *GcRunsResponse) GetFailures() []string {
+	if x != nil {
+		return x.Failures
+	}
+	return nil
+}
+
+type ReconcileKeysRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// workflow_id limits the rebuild to one workflow ("" = all).
+	WorkflowId    string `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	DryRun        bool   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileKeysRequest) Reset() {
+	*x = ReconcileKeysRequest{}
+	mi := &file_realm_v1_engine_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileKeysRequest) ProtoMessage() {}
+
+func (x *ReconcileKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileKeysRequest.ProtoReflect.Descriptor instead.
+func (*ReconcileKeysRequest) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ReconcileKeysRequest) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *ReconcileKeysRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// DuplicateKeyGroup is one idempotency key shared by several runs.
+type DuplicateKeyGroup struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	WorkflowId string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	Key        string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// canonical is the newest run, the one the pointer names.
+	Canonical     string   `protobuf:"bytes,3,opt,name=canonical,proto3" json:"canonical,omitempty"`
+	Others        []string `protobuf:"bytes,4,rep,name=others,proto3" json:"others,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DuplicateKeyGroup) Reset() {
+	*x = DuplicateKeyGroup{}
+	mi := &file_realm_v1_engine_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DuplicateKeyGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DuplicateKeyGroup) ProtoMessage() {}
+
+func (x *DuplicateKeyGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DuplicateKeyGroup.ProtoReflect.Descriptor instead.
+func (*DuplicateKeyGroup) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *DuplicateKeyGroup) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *DuplicateKeyGroup) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DuplicateKeyGroup) GetCanonical() string {
+	if x != nil {
+		return x.Canonical
+	}
+	return ""
+}
+
+func (x *DuplicateKeyGroup) GetOthers() []string {
+	if x != nil {
+		return x.Others
+	}
+	return nil
+}
+
+type ReconcileKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// written counts pointers written (or, dry run, that would be).
+	Written       int32                `protobuf:"varint,1,opt,name=written,proto3" json:"written,omitempty"`
+	Groups        int32                `protobuf:"varint,2,opt,name=groups,proto3" json:"groups,omitempty"`
+	Current       int32                `protobuf:"varint,3,opt,name=current,proto3" json:"current,omitempty"`
+	Duplicates    []*DuplicateKeyGroup `protobuf:"bytes,4,rep,name=duplicates,proto3" json:"duplicates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileKeysResponse) Reset() {
+	*x = ReconcileKeysResponse{}
+	mi := &file_realm_v1_engine_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileKeysResponse) ProtoMessage() {}
+
+func (x *ReconcileKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileKeysResponse.ProtoReflect.Descriptor instead.
+func (*ReconcileKeysResponse) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ReconcileKeysResponse) GetWritten() int32 {
+	if x != nil {
+		return x.Written
+	}
+	return 0
+}
+
+func (x *ReconcileKeysResponse) GetGroups() int32 {
+	if x != nil {
+		return x.Groups
+	}
+	return 0
+}
+
+func (x *ReconcileKeysResponse) GetCurrent() int32 {
+	if x != nil {
+		return x.Current
+	}
+	return 0
+}
+
+func (x *ReconcileKeysResponse) GetDuplicates() []*DuplicateKeyGroup {
+	if x != nil {
+		return x.Duplicates
+	}
+	return nil
+}
+
+type StampSealsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Force         bool                   `protobuf:"varint,1,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StampSealsRequest) Reset() {
+	*x = StampSealsRequest{}
+	mi := &file_realm_v1_engine_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StampSealsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StampSealsRequest) ProtoMessage() {}
+
+func (x *StampSealsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StampSealsRequest.ProtoReflect.Descriptor instead.
+func (*StampSealsRequest) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *StampSealsRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// SealFinding is one run in a StampSeals bucket.
+type SealFinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Arm   string                 `protobuf:"bytes,2,opt,name=arm,proto3" json:"arm,omitempty"`
+	Phase string                 `protobuf:"bytes,3,opt,name=phase,proto3" json:"phase,omitempty"`
+	// note says why (unclassifiable, incoherent, failed).
+	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealFinding) Reset() {
+	*x = SealFinding{}
+	mi := &file_realm_v1_engine_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealFinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealFinding) ProtoMessage() {}
+
+func (x *SealFinding) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealFinding.ProtoReflect.Descriptor instead.
+func (*SealFinding) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *SealFinding) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *SealFinding) GetArm() string {
+	if x != nil {
+		return x.Arm
+	}
+	return ""
+}
+
+func (x *SealFinding) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *SealFinding) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+type StampSealsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// stamped: stamped (or, without force, would be).
+	Stamped        []*SealFinding `protobuf:"bytes,1,rep,name=stamped,proto3" json:"stamped,omitempty"`
+	Agreeing       int32          `protobuf:"varint,2,opt,name=agreeing,proto3" json:"agreeing,omitempty"`
+	Ruled          int32          `protobuf:"varint,3,opt,name=ruled,proto3" json:"ruled,omitempty"`
+	Unverifiable   int32          `protobuf:"varint,4,opt,name=unverifiable,proto3" json:"unverifiable,omitempty"`
+	Unclassifiable []*SealFinding `protobuf:"bytes,5,rep,name=unclassifiable,proto3" json:"unclassifiable,omitempty"`
+	Incoherent     []*SealFinding `protobuf:"bytes,6,rep,name=incoherent,proto3" json:"incoherent,omitempty"`
+	Skipped        []*SealFinding `protobuf:"bytes,7,rep,name=skipped,proto3" json:"skipped,omitempty"`
+	Failed         []*SealFinding `protobuf:"bytes,8,rep,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *StampSealsResponse) Reset() {
+	*x = StampSealsResponse{}
+	mi := &file_realm_v1_engine_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StampSealsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StampSealsResponse) ProtoMessage() {}
+
+func (x *StampSealsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StampSealsResponse.ProtoReflect.Descriptor instead.
+func (*StampSealsResponse) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *StampSealsResponse) GetStamped() []*SealFinding {
+	if x != nil {
+		return x.Stamped
+	}
+	return nil
+}
+
+func (x *StampSealsResponse) GetAgreeing() int32 {
+	if x != nil {
+		return x.Agreeing
+	}
+	return 0
+}
+
+func (x *StampSealsResponse) GetRuled() int32 {
+	if x != nil {
+		return x.Ruled
+	}
+	return 0
+}
+
+func (x *StampSealsResponse) GetUnverifiable() int32 {
+	if x != nil {
+		return x.Unverifiable
+	}
+	return 0
+}
+
+func (x *StampSealsResponse) GetUnclassifiable() []*SealFinding {
+	if x != nil {
+		return x.Unclassifiable
+	}
+	return nil
+}
+
+func (x *StampSealsResponse) GetIncoherent() []*SealFinding {
+	if x != nil {
+		return x.Incoherent
+	}
+	return nil
+}
+
+func (x *StampSealsResponse) GetSkipped() []*SealFinding {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
+}
+
+func (x *StampSealsResponse) GetFailed() []*SealFinding {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+type MigrateWorkflowsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateWorkflowsRequest) Reset() {
+	*x = MigrateWorkflowsRequest{}
+	mi := &file_realm_v1_engine_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateWorkflowsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateWorkflowsRequest) ProtoMessage() {}
+
+func (x *MigrateWorkflowsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateWorkflowsRequest.ProtoReflect.Descriptor instead.
+func (*MigrateWorkflowsRequest) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{67}
+}
+
+type MigrateWorkflowsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Migrated      int32                  `protobuf:"varint,1,opt,name=migrated,proto3" json:"migrated,omitempty"`
+	UpToDate      int32                  `protobuf:"varint,2,opt,name=up_to_date,json=upToDate,proto3" json:"up_to_date,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateWorkflowsResponse) Reset() {
+	*x = MigrateWorkflowsResponse{}
+	mi := &file_realm_v1_engine_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateWorkflowsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateWorkflowsResponse) ProtoMessage() {}
+
+func (x *MigrateWorkflowsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateWorkflowsResponse.ProtoReflect.Descriptor instead.
+func (*MigrateWorkflowsResponse) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *MigrateWorkflowsResponse) GetMigrated() int32 {
+	if x != nil {
+		return x.Migrated
+	}
+	return 0
+}
+
+func (x *MigrateWorkflowsResponse) GetUpToDate() int32 {
+	if x != nil {
+		return x.UpToDate
+	}
+	return 0
+}
+
 var File_realm_v1_engine_proto protoreflect.FileDescriptor
 
 const file_realm_v1_engine_proto_rawDesc = "" +
@@ -4301,7 +5097,71 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12(\n" +
 	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\"K\n" +
 	"\x18SealSpawnFailureResponse\x12/\n" +
-	"\trun_phase\x18\x01 \x01(\x0e2\x12.realm.v1.RunPhaseR\brunPhase2\xe2\r\n" +
+	"\trun_phase\x18\x01 \x01(\x0e2\x12.realm.v1.RunPhaseR\brunPhase\"}\n" +
+	"\rGcRunsRequest\x12\x14\n" +
+	"\x05sweep\x18\x01 \x01(\bR\x05sweep\x12,\n" +
+	"\x12older_than_seconds\x18\x02 \x01(\x03R\x10olderThanSeconds\x12\x12\n" +
+	"\x04heal\x18\x03 \x01(\bR\x04heal\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"F\n" +
+	"\aResidue\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\";\n" +
+	"\bStaleRun\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
+	"\areasons\x18\x02 \x03(\tR\areasons\"\xaf\x02\n" +
+	"\x0eGcRunsResponse\x12+\n" +
+	"\aresidue\x18\x01 \x03(\v2\x11.realm.v1.ResidueR\aresidue\x12\x16\n" +
+	"\x06reaped\x18\x02 \x01(\x05R\x06reaped\x12\x1b\n" +
+	"\treap_gone\x18\x03 \x01(\x05R\breapGone\x12\x1f\n" +
+	"\vreap_failed\x18\x04 \x01(\x05R\n" +
+	"reapFailed\x12(\n" +
+	"\x05stale\x18\x05 \x03(\v2\x12.realm.v1.StaleRunR\x05stale\x12\x16\n" +
+	"\x06healed\x18\x06 \x01(\x05R\x06healed\x12\x1b\n" +
+	"\theal_gone\x18\a \x01(\x05R\bhealGone\x12\x1f\n" +
+	"\vheal_failed\x18\b \x01(\x05R\n" +
+	"healFailed\x12\x1a\n" +
+	"\bfailures\x18\t \x03(\tR\bfailures\"P\n" +
+	"\x14ReconcileKeysRequest\x12\x1f\n" +
+	"\vworkflow_id\x18\x01 \x01(\tR\n" +
+	"workflowId\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"|\n" +
+	"\x11DuplicateKeyGroup\x12\x1f\n" +
+	"\vworkflow_id\x18\x01 \x01(\tR\n" +
+	"workflowId\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1c\n" +
+	"\tcanonical\x18\x03 \x01(\tR\tcanonical\x12\x16\n" +
+	"\x06others\x18\x04 \x03(\tR\x06others\"\xa0\x01\n" +
+	"\x15ReconcileKeysResponse\x12\x18\n" +
+	"\awritten\x18\x01 \x01(\x05R\awritten\x12\x16\n" +
+	"\x06groups\x18\x02 \x01(\x05R\x06groups\x12\x18\n" +
+	"\acurrent\x18\x03 \x01(\x05R\acurrent\x12;\n" +
+	"\n" +
+	"duplicates\x18\x04 \x03(\v2\x1b.realm.v1.DuplicateKeyGroupR\n" +
+	"duplicates\")\n" +
+	"\x11StampSealsRequest\x12\x14\n" +
+	"\x05force\x18\x01 \x01(\bR\x05force\"`\n" +
+	"\vSealFinding\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x10\n" +
+	"\x03arm\x18\x02 \x01(\tR\x03arm\x12\x14\n" +
+	"\x05phase\x18\x03 \x01(\tR\x05phase\x12\x12\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\"\xf1\x02\n" +
+	"\x12StampSealsResponse\x12/\n" +
+	"\astamped\x18\x01 \x03(\v2\x15.realm.v1.SealFindingR\astamped\x12\x1a\n" +
+	"\bagreeing\x18\x02 \x01(\x05R\bagreeing\x12\x14\n" +
+	"\x05ruled\x18\x03 \x01(\x05R\x05ruled\x12\"\n" +
+	"\funverifiable\x18\x04 \x01(\x05R\funverifiable\x12=\n" +
+	"\x0eunclassifiable\x18\x05 \x03(\v2\x15.realm.v1.SealFindingR\x0eunclassifiable\x125\n" +
+	"\n" +
+	"incoherent\x18\x06 \x03(\v2\x15.realm.v1.SealFindingR\n" +
+	"incoherent\x12/\n" +
+	"\askipped\x18\a \x03(\v2\x15.realm.v1.SealFindingR\askipped\x12-\n" +
+	"\x06failed\x18\b \x03(\v2\x15.realm.v1.SealFindingR\x06failed\"\x19\n" +
+	"\x17MigrateWorkflowsRequest\"T\n" +
+	"\x18MigrateWorkflowsResponse\x12\x1a\n" +
+	"\bmigrated\x18\x01 \x01(\x05R\bmigrated\x12\x1c\n" +
+	"\n" +
+	"up_to_date\x18\x02 \x01(\x05R\bupToDate2\x95\x10\n" +
 	"\rEngineService\x12Y\n" +
 	"\x10ValidateWorkflow\x12!.realm.v1.ValidateWorkflowRequest\x1a\".realm.v1.ValidateWorkflowResponse\x12Y\n" +
 	"\x10RegisterWorkflow\x12!.realm.v1.RegisterWorkflowRequest\x1a\".realm.v1.RegisterWorkflowResponse\x12P\n" +
@@ -4328,7 +5188,12 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"ReclaimRun\x12\x1b.realm.v1.ReclaimRunRequest\x1a\x1c.realm.v1.ReclaimRunResponse\x12_\n" +
 	"\x12RecordDriveFailure\x12#.realm.v1.RecordDriveFailureRequest\x1a$.realm.v1.RecordDriveFailureResponse\x12Y\n" +
-	"\x10SealSpawnFailure\x12!.realm.v1.SealSpawnFailureRequest\x1a\".realm.v1.SealSpawnFailureResponseB4Z2github.com/realm-go/realm/pkg/gen/realm/v1;realmv1b\x06proto3"
+	"\x10SealSpawnFailure\x12!.realm.v1.SealSpawnFailureRequest\x1a\".realm.v1.SealSpawnFailureResponse\x12;\n" +
+	"\x06GcRuns\x12\x17.realm.v1.GcRunsRequest\x1a\x18.realm.v1.GcRunsResponse\x12P\n" +
+	"\rReconcileKeys\x12\x1e.realm.v1.ReconcileKeysRequest\x1a\x1f.realm.v1.ReconcileKeysResponse\x12G\n" +
+	"\n" +
+	"StampSeals\x12\x1b.realm.v1.StampSealsRequest\x1a\x1c.realm.v1.StampSealsResponse\x12Y\n" +
+	"\x10MigrateWorkflows\x12!.realm.v1.MigrateWorkflowsRequest\x1a\".realm.v1.MigrateWorkflowsResponseB4Z2github.com/realm-go/realm/pkg/gen/realm/v1;realmv1b\x06proto3"
 
 var (
 	file_realm_v1_engine_proto_rawDescOnce sync.Once
@@ -4342,7 +5207,7 @@ func file_realm_v1_engine_proto_rawDescGZIP() []byte {
 	return file_realm_v1_engine_proto_rawDescData
 }
 
-var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_realm_v1_engine_proto_goTypes = []any{
 	(*WorkflowSource)(nil),              // 0: realm.v1.WorkflowSource
 	(*Diagnostic)(nil),                  // 1: realm.v1.Diagnostic
@@ -4401,144 +5266,172 @@ var file_realm_v1_engine_proto_goTypes = []any{
 	(*RecordDriveFailureResponse)(nil),  // 54: realm.v1.RecordDriveFailureResponse
 	(*SealSpawnFailureRequest)(nil),     // 55: realm.v1.SealSpawnFailureRequest
 	(*SealSpawnFailureResponse)(nil),    // 56: realm.v1.SealSpawnFailureResponse
-	nil,                                 // 57: realm.v1.WorkflowSource.FilesEntry
-	(*timestamppb.Timestamp)(nil),       // 58: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 59: google.protobuf.Struct
-	(*structpb.ListValue)(nil),          // 60: google.protobuf.ListValue
-	(*Caller)(nil),                      // 61: realm.v1.Caller
-	(*Reply)(nil),                       // 62: realm.v1.Reply
-	(RunPhase)(0),                       // 63: realm.v1.RunPhase
-	(*NextAction)(nil),                  // 64: realm.v1.NextAction
-	(*ModelUsage)(nil),                  // 65: realm.v1.ModelUsage
-	(*structpb.Value)(nil),              // 66: google.protobuf.Value
-	(*DriveFailure)(nil),                // 67: realm.v1.DriveFailure
+	(*GcRunsRequest)(nil),               // 57: realm.v1.GcRunsRequest
+	(*Residue)(nil),                     // 58: realm.v1.Residue
+	(*StaleRun)(nil),                    // 59: realm.v1.StaleRun
+	(*GcRunsResponse)(nil),              // 60: realm.v1.GcRunsResponse
+	(*ReconcileKeysRequest)(nil),        // 61: realm.v1.ReconcileKeysRequest
+	(*DuplicateKeyGroup)(nil),           // 62: realm.v1.DuplicateKeyGroup
+	(*ReconcileKeysResponse)(nil),       // 63: realm.v1.ReconcileKeysResponse
+	(*StampSealsRequest)(nil),           // 64: realm.v1.StampSealsRequest
+	(*SealFinding)(nil),                 // 65: realm.v1.SealFinding
+	(*StampSealsResponse)(nil),          // 66: realm.v1.StampSealsResponse
+	(*MigrateWorkflowsRequest)(nil),     // 67: realm.v1.MigrateWorkflowsRequest
+	(*MigrateWorkflowsResponse)(nil),    // 68: realm.v1.MigrateWorkflowsResponse
+	nil,                                 // 69: realm.v1.WorkflowSource.FilesEntry
+	(*timestamppb.Timestamp)(nil),       // 70: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 71: google.protobuf.Struct
+	(*structpb.ListValue)(nil),          // 72: google.protobuf.ListValue
+	(*Caller)(nil),                      // 73: realm.v1.Caller
+	(*Reply)(nil),                       // 74: realm.v1.Reply
+	(RunPhase)(0),                       // 75: realm.v1.RunPhase
+	(*NextAction)(nil),                  // 76: realm.v1.NextAction
+	(*ModelUsage)(nil),                  // 77: realm.v1.ModelUsage
+	(*structpb.Value)(nil),              // 78: google.protobuf.Value
+	(*DriveFailure)(nil),                // 79: realm.v1.DriveFailure
 }
 var file_realm_v1_engine_proto_depIdxs = []int32{
-	57, // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
-	1,  // 1: realm.v1.WorkflowReport.diagnostics:type_name -> realm.v1.Diagnostic
-	0,  // 2: realm.v1.ValidateWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
-	2,  // 3: realm.v1.ValidateWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
-	0,  // 4: realm.v1.RegisterWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
-	2,  // 5: realm.v1.RegisterWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
-	58, // 6: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
-	59, // 7: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
-	8,  // 8: realm.v1.ListWorkflowsResponse.workflows:type_name -> realm.v1.WorkflowSummary
-	9,  // 9: realm.v1.ListWorkflowsResponse.unreadable:type_name -> realm.v1.UnreadableWorkflow
-	59, // 10: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
-	60, // 11: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
-	59, // 12: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
-	61, // 13: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
-	62, // 14: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
-	59, // 15: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
-	61, // 16: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
-	62, // 17: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
-	59, // 18: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
-	17, // 19: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
-	61, // 20: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
-	59, // 21: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
-	63, // 22: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
-	64, // 23: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
-	19, // 24: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
-	20, // 25: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
-	62, // 26: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
-	59, // 27: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
-	59, // 28: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
-	22, // 29: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
-	61, // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
-	65, // 31: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
-	62, // 32: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
-	61, // 33: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
-	62, // 34: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
-	61, // 35: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
-	62, // 36: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
-	66, // 37: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
-	58, // 38: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
-	59, // 39: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
-	58, // 40: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
-	63, // 41: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
-	30, // 42: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
-	58, // 43: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
-	58, // 44: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
-	59, // 45: realm.v1.RunState.params:type_name -> google.protobuf.Struct
-	64, // 46: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
-	59, // 47: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
-	59, // 48: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
-	59, // 49: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
-	31, // 50: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
-	62, // 51: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
-	61, // 52: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
-	63, // 53: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
-	62, // 54: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
-	22, // 55: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
-	61, // 56: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
-	36, // 57: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
-	62, // 58: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
-	63, // 59: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
-	63, // 60: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
-	58, // 61: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	58, // 62: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	58, // 63: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
-	58, // 64: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
-	39, // 65: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	61, // 66: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	62, // 67: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	61, // 68: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	62, // 69: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
-	61, // 70: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
-	62, // 71: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
-	67, // 72: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
-	61, // 73: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
-	61, // 74: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
-	63, // 75: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
-	3,  // 76: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	5,  // 77: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	7,  // 78: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	11, // 79: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	13, // 80: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	15, // 81: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	18, // 82: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	23, // 83: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	25, // 84: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	27, // 85: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	29, // 86: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	33, // 87: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	35, // 88: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	38, // 89: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	41, // 90: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	43, // 91: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	45, // 92: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	47, // 93: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	49, // 94: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	51, // 95: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
-	53, // 96: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
-	55, // 97: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
-	4,  // 98: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	6,  // 99: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	10, // 100: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	12, // 101: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	14, // 102: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	16, // 103: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	21, // 104: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	24, // 105: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	26, // 106: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	28, // 107: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	32, // 108: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	34, // 109: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	37, // 110: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	40, // 111: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	42, // 112: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	44, // 113: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	46, // 114: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	48, // 115: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	50, // 116: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	52, // 117: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
-	54, // 118: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
-	56, // 119: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
-	98, // [98:120] is the sub-list for method output_type
-	76, // [76:98] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	69,  // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
+	1,   // 1: realm.v1.WorkflowReport.diagnostics:type_name -> realm.v1.Diagnostic
+	0,   // 2: realm.v1.ValidateWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
+	2,   // 3: realm.v1.ValidateWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
+	0,   // 4: realm.v1.RegisterWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
+	2,   // 5: realm.v1.RegisterWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
+	70,  // 6: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
+	71,  // 7: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
+	8,   // 8: realm.v1.ListWorkflowsResponse.workflows:type_name -> realm.v1.WorkflowSummary
+	9,   // 9: realm.v1.ListWorkflowsResponse.unreadable:type_name -> realm.v1.UnreadableWorkflow
+	71,  // 10: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
+	72,  // 11: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
+	71,  // 12: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
+	73,  // 13: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
+	74,  // 14: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
+	71,  // 15: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
+	73,  // 16: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
+	74,  // 17: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
+	71,  // 18: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
+	17,  // 19: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
+	73,  // 20: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
+	71,  // 21: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
+	75,  // 22: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
+	76,  // 23: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
+	19,  // 24: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
+	20,  // 25: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
+	74,  // 26: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
+	71,  // 27: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
+	71,  // 28: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
+	22,  // 29: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
+	73,  // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
+	77,  // 31: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
+	74,  // 32: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
+	73,  // 33: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
+	74,  // 34: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
+	73,  // 35: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
+	74,  // 36: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
+	78,  // 37: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
+	70,  // 38: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
+	71,  // 39: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
+	70,  // 40: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
+	75,  // 41: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
+	30,  // 42: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
+	70,  // 43: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
+	70,  // 44: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
+	71,  // 45: realm.v1.RunState.params:type_name -> google.protobuf.Struct
+	76,  // 46: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
+	71,  // 47: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
+	71,  // 48: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
+	71,  // 49: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
+	31,  // 50: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
+	74,  // 51: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
+	73,  // 52: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
+	75,  // 53: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
+	74,  // 54: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
+	22,  // 55: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
+	73,  // 56: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
+	36,  // 57: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
+	74,  // 58: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
+	75,  // 59: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
+	75,  // 60: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
+	70,  // 61: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	70,  // 62: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	70,  // 63: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	70,  // 64: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	39,  // 65: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
+	73,  // 66: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	74,  // 67: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	73,  // 68: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	74,  // 69: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	73,  // 70: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
+	74,  // 71: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
+	79,  // 72: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
+	73,  // 73: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
+	73,  // 74: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
+	75,  // 75: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
+	58,  // 76: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
+	59,  // 77: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
+	62,  // 78: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
+	65,  // 79: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
+	65,  // 80: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
+	65,  // 81: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
+	65,  // 82: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
+	65,  // 83: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
+	3,   // 84: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	5,   // 85: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	7,   // 86: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	11,  // 87: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	13,  // 88: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	15,  // 89: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	18,  // 90: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	23,  // 91: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	25,  // 92: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	27,  // 93: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	29,  // 94: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	33,  // 95: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	35,  // 96: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	38,  // 97: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	41,  // 98: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	43,  // 99: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	45,  // 100: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	47,  // 101: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	49,  // 102: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	51,  // 103: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
+	53,  // 104: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
+	55,  // 105: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
+	57,  // 106: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
+	61,  // 107: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
+	64,  // 108: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
+	67,  // 109: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
+	4,   // 110: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	6,   // 111: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	10,  // 112: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	12,  // 113: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	14,  // 114: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	16,  // 115: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	21,  // 116: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	24,  // 117: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	26,  // 118: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	28,  // 119: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	32,  // 120: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	34,  // 121: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	37,  // 122: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	40,  // 123: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	42,  // 124: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	44,  // 125: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	46,  // 126: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	48,  // 127: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	50,  // 128: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	52,  // 129: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
+	54,  // 130: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
+	56,  // 131: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
+	60,  // 132: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
+	63,  // 133: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
+	66,  // 134: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
+	68,  // 135: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
+	110, // [110:136] is the sub-list for method output_type
+	84,  // [84:110] is the sub-list for method input_type
+	84,  // [84:84] is the sub-list for extension type_name
+	84,  // [84:84] is the sub-list for extension extendee
+	0,   // [0:84] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
@@ -4559,7 +5452,7 @@ func file_realm_v1_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_realm_v1_engine_proto_rawDesc), len(file_realm_v1_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   58,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

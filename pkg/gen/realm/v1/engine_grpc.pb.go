@@ -41,6 +41,10 @@ const (
 	EngineService_ReclaimRun_FullMethodName          = "/realm.v1.EngineService/ReclaimRun"
 	EngineService_RecordDriveFailure_FullMethodName  = "/realm.v1.EngineService/RecordDriveFailure"
 	EngineService_SealSpawnFailure_FullMethodName    = "/realm.v1.EngineService/SealSpawnFailure"
+	EngineService_GcRuns_FullMethodName              = "/realm.v1.EngineService/GcRuns"
+	EngineService_ReconcileKeys_FullMethodName       = "/realm.v1.EngineService/ReconcileKeys"
+	EngineService_StampSeals_FullMethodName          = "/realm.v1.EngineService/StampSeals"
+	EngineService_MigrateWorkflows_FullMethodName    = "/realm.v1.EngineService/MigrateWorkflows"
 )
 
 // EngineServiceClient is the client API for EngineService service.
@@ -80,6 +84,13 @@ type EngineServiceClient interface {
 	// SealSpawnFailure ends an open run failed (arm spawn_failure) when the
 	// webhook listener could not hand it to a driver.
 	SealSpawnFailure(ctx context.Context, in *SealSpawnFailureRequest, opts ...grpc.CallOption) (*SealSpawnFailureResponse, error)
+	// Store maintenance (realm run gc / reconcile / migrate, realm workflow
+	// migrate). Each reports what it found; without force (or with dry_run)
+	// it changes nothing.
+	GcRuns(ctx context.Context, in *GcRunsRequest, opts ...grpc.CallOption) (*GcRunsResponse, error)
+	ReconcileKeys(ctx context.Context, in *ReconcileKeysRequest, opts ...grpc.CallOption) (*ReconcileKeysResponse, error)
+	StampSeals(ctx context.Context, in *StampSealsRequest, opts ...grpc.CallOption) (*StampSealsResponse, error)
+	MigrateWorkflows(ctx context.Context, in *MigrateWorkflowsRequest, opts ...grpc.CallOption) (*MigrateWorkflowsResponse, error)
 }
 
 type engineServiceClient struct {
@@ -310,6 +321,46 @@ func (c *engineServiceClient) SealSpawnFailure(ctx context.Context, in *SealSpaw
 	return out, nil
 }
 
+func (c *engineServiceClient) GcRuns(ctx context.Context, in *GcRunsRequest, opts ...grpc.CallOption) (*GcRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GcRunsResponse)
+	err := c.cc.Invoke(ctx, EngineService_GcRuns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *engineServiceClient) ReconcileKeys(ctx context.Context, in *ReconcileKeysRequest, opts ...grpc.CallOption) (*ReconcileKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconcileKeysResponse)
+	err := c.cc.Invoke(ctx, EngineService_ReconcileKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *engineServiceClient) StampSeals(ctx context.Context, in *StampSealsRequest, opts ...grpc.CallOption) (*StampSealsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StampSealsResponse)
+	err := c.cc.Invoke(ctx, EngineService_StampSeals_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *engineServiceClient) MigrateWorkflows(ctx context.Context, in *MigrateWorkflowsRequest, opts ...grpc.CallOption) (*MigrateWorkflowsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MigrateWorkflowsResponse)
+	err := c.cc.Invoke(ctx, EngineService_MigrateWorkflows_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EngineServiceServer is the server API for EngineService service.
 // All implementations must embed UnimplementedEngineServiceServer
 // for forward compatibility.
@@ -347,6 +398,13 @@ type EngineServiceServer interface {
 	// SealSpawnFailure ends an open run failed (arm spawn_failure) when the
 	// webhook listener could not hand it to a driver.
 	SealSpawnFailure(context.Context, *SealSpawnFailureRequest) (*SealSpawnFailureResponse, error)
+	// Store maintenance (realm run gc / reconcile / migrate, realm workflow
+	// migrate). Each reports what it found; without force (or with dry_run)
+	// it changes nothing.
+	GcRuns(context.Context, *GcRunsRequest) (*GcRunsResponse, error)
+	ReconcileKeys(context.Context, *ReconcileKeysRequest) (*ReconcileKeysResponse, error)
+	StampSeals(context.Context, *StampSealsRequest) (*StampSealsResponse, error)
+	MigrateWorkflows(context.Context, *MigrateWorkflowsRequest) (*MigrateWorkflowsResponse, error)
 	mustEmbedUnimplementedEngineServiceServer()
 }
 
@@ -422,6 +480,18 @@ func (UnimplementedEngineServiceServer) RecordDriveFailure(context.Context, *Rec
 }
 func (UnimplementedEngineServiceServer) SealSpawnFailure(context.Context, *SealSpawnFailureRequest) (*SealSpawnFailureResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SealSpawnFailure not implemented")
+}
+func (UnimplementedEngineServiceServer) GcRuns(context.Context, *GcRunsRequest) (*GcRunsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GcRuns not implemented")
+}
+func (UnimplementedEngineServiceServer) ReconcileKeys(context.Context, *ReconcileKeysRequest) (*ReconcileKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReconcileKeys not implemented")
+}
+func (UnimplementedEngineServiceServer) StampSeals(context.Context, *StampSealsRequest) (*StampSealsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StampSeals not implemented")
+}
+func (UnimplementedEngineServiceServer) MigrateWorkflows(context.Context, *MigrateWorkflowsRequest) (*MigrateWorkflowsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MigrateWorkflows not implemented")
 }
 func (UnimplementedEngineServiceServer) mustEmbedUnimplementedEngineServiceServer() {}
 func (UnimplementedEngineServiceServer) testEmbeddedByValue()                       {}
@@ -840,6 +910,78 @@ func _EngineService_SealSpawnFailure_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EngineService_GcRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GcRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).GcRuns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_GcRuns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).GcRuns(ctx, req.(*GcRunsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EngineService_ReconcileKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconcileKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).ReconcileKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_ReconcileKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).ReconcileKeys(ctx, req.(*ReconcileKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EngineService_StampSeals_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StampSealsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).StampSeals(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_StampSeals_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).StampSeals(ctx, req.(*StampSealsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EngineService_MigrateWorkflows_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MigrateWorkflowsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).MigrateWorkflows(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_MigrateWorkflows_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).MigrateWorkflows(ctx, req.(*MigrateWorkflowsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EngineService_ServiceDesc is the grpc.ServiceDesc for EngineService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -934,6 +1076,22 @@ var EngineService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SealSpawnFailure",
 			Handler:    _EngineService_SealSpawnFailure_Handler,
+		},
+		{
+			MethodName: "GcRuns",
+			Handler:    _EngineService_GcRuns_Handler,
+		},
+		{
+			MethodName: "ReconcileKeys",
+			Handler:    _EngineService_ReconcileKeys_Handler,
+		},
+		{
+			MethodName: "StampSeals",
+			Handler:    _EngineService_StampSeals_Handler,
+		},
+		{
+			MethodName: "MigrateWorkflows",
+			Handler:    _EngineService_MigrateWorkflows_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

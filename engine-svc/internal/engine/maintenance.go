@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/engine-svc/internal/store"
+	"github.com/realm-go/realm/pkg/errcode"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+// GcFloor is the youngest residue gc may reap (cli spec §4.9).
+const GcFloor = time.Hour
+
+// maintenance returns the store's maintenance side, or says this store
+// cannot be maintained.
+func (e *Engine) maintenance() (store.Maintenance, error) {
+	m, ok := e.st.(store.Maintenance)
+	if !ok {
+		return nil, errcode.New(errcode.EngineStoreFailed, "This store does not support maintenance (scanning runs by key); nothing was done.")
+	}
+	return m, nil
+}
+
+// storedRun is a run document decoded for a maintenance pass.
+type storedRun struct {
+	run *record.Run
+	// storedPhase is run_phase as the document says it.
+	storedPhase string
+}
+
+// scanRuns decodes every stored run. One unreadable document stops the
+// pass: deciding about the rest while one record is unknown would report
+// a store as clean that is not (cli spec §4.9: one unparseable run file
+// aborts heal).
+func (e *Engine) scanRuns(ctx context.Context, m store.Maintenance) ([]storedRun, error) {
+	docs, err := m.ScanRuns(ctx)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to read runs from store: "+err.Error())
+	}
+	out := make([]storedRun, 0, len(docs))
+	for _, d := range docs {
+		var r record.Run
+		if err := json.Unmarshal(d.Doc, &r); err != nil {
+			return nil, errcode.Wrap(errcode.EngineStoreFailed, err, fmt.Sprintf("Run %s has an unreadable document (%v); nothing was changed. Repair or remove it, then run this again.", d.ID, err))
+		}
+		stored := r.RunPhase
+		r.Version = d.Version
+		r.Normalize()
+		out = append(out, storedRun{run: &r, storedPhase: stored})
+	}
+	return out, nil
+}
+
+// GcRuns sweeps run-less residue and, with heal, rewrites runs whose
+// stored phase or index membership disagrees with the record (cli spec
+// §4.9). Without force it only reports.
+func (e *Engine) GcRuns(ctx context.Context, req *realmv1.GcRunsRequest) (*realmv1.GcRunsResponse, error) {
+	m, err := e.maintenance()
+	if err != nil {
+		return nil, err
+	}
+	// Heal reads every run first: an unreadable one stops the whole call
+	// before the sweep deletes anything.
+	var runs []storedRun
+	if req.GetHeal() {
+		if runs, err = e.scanRuns(ctx, m); err != nil {
+			return nil, err
+		}
+	}
+	resp := &realmv1.GcRunsResponse{}
+	if req.GetSweep() {
+		if err := e.sweep(ctx, m, req, resp); err != nil {
+			return nil, err
+		}
+	}
+	if req.GetHeal() {
+		if err := e.heal(ctx, m, runs, req.GetForce(), resp); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+func (e *Engine) sweep(ctx context.Context, m store.Maintenance, req *realmv1.GcRunsRequest, resp *realmv1.GcRunsResponse) error {
+	found, err := m.FindResidue(ctx)
+	if err != nil {
+		return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to read the store: "+err.Error())
+	}
+	cutoff := e.now().Add(-time.Duration(req.GetOlderThanSeconds()) * time.Second)
+	for _, f := range found {
+		// Age is known for evidence and the run indexes; a key whose age
+		// is unknown is reaped whatever the threshold: writes are atomic,
+		// so residue is never a write still in flight.
+		if !f.At.IsZero() && f.At.After(cutoff) {
+			continue
+		}
+		resp.Residue = append(resp.Residue, &realmv1.Residue{Kind: f.Kind, RunId: f.RunID, Key: f.Key})
+		if !req.GetForce() {
+			continue
+		}
+		ok, err := m.ReapResidue(ctx, f)
+		switch {
+		case err != nil:
+			resp.ReapFailed++
+			resp.Failures = append(resp.Failures, fmt.Sprintf("%s: %v", f.Key, err))
+		case ok:
+			resp.Reaped++
+		default:
+			resp.ReapGone++
+		}
+	}
+	return nil
+}
+
+// heal finds runs whose stored run_phase, or membership of the run
+// indexes, disagrees with what the record derives, and rewrites each
+// through the write path, which recomputes both (bumping version and
+// updated_at).
+func (e *Engine) heal(ctx context.Context, m store.Maintenance, runs []storedRun, force bool, resp *realmv1.GcRunsResponse) error {
+	members, err := m.IndexMembers(ctx)
+	if err != nil {
+		return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to read the run indexes: "+err.Error())
+	}
+	for _, s := range runs {
+		reasons, unindexed := staleness(s, members)
+		if len(reasons) == 0 {
+			continue
+		}
+		resp.Stale = append(resp.Stale, &realmv1.StaleRun{RunId: s.run.ID, Reasons: reasons})
+		if !force {
+			continue
+		}
+		_, err := e.update(ctx, s.run.ID, func(t *txn) error {
+			t.maint = true
+			if unindexed {
+				t.index = append(t.index, indexOp("index", t.run.ID, record.ParseTime(t.run.CreatedAt)))
+			}
+			t.touch() // written back unchanged: the write path fixes the rest
+			return nil
+		})
+		switch {
+		case errors.Is(err, errRunNotFound):
+			resp.HealGone++
+		case err != nil:
+			resp.HealFailed++
+			resp.Failures = append(resp.Failures, fmt.Sprintf("%s: %v", s.run.ID, err))
+		default:
+			resp.Healed++
+		}
+	}
+	return nil
+}
+
+// staleness says how a stored run disagrees with what it derives, and
+// whether it is missing from the run index.
+func staleness(s storedRun, members map[string]map[string]bool) ([]string, bool) {
+	r := s.run
+	var reasons []string
+	if p := r.Phase(); s.storedPhase != p {
+		reasons = append(reasons, fmt.Sprintf("run_phase '%s' ≠ derived '%s'", s.storedPhase, p))
+	}
+	unindexed := !members["index"][r.ID]
+	if unindexed {
+		reasons = append(reasons, "missing from the run index")
+	}
+	// The timer indexes as the write path would set them now.
+	want := (&txn{run: r}).timerIndexes()
+	var wrong []string
+	for _, op := range want {
+		if members[op.Index] == nil {
+			continue // an index this store does not keep
+		}
+		if has := members[op.Index][r.ID]; has == op.Remove {
+			wrong = append(wrong, op.Index)
+		}
+	}
+	if len(wrong) > 0 {
+		slices.Sort(wrong)
+		reasons = append(reasons, "wrong membership of "+strings.Join(wrong, ", "))
+	}
+	return reasons, unindexed
+}
