@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,7 +16,6 @@ import (
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/maintenance/*.golden from the output")
 
 // maintEnv is a live engine whose store the test can damage past the
 // engine, as a crash, an older release or a hand in redis-cli would.
@@ -115,7 +113,7 @@ func (e *maintEnv) golden(name string, got result, code int) {
 	}
 	path := filepath.Join("testdata", "maintenance", name+".golden")
 	out := e.masked(got.stdout)
-	if *update {
+	if *updateGolden {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			e.t.Fatal(err)
 		}
