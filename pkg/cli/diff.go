@@ -43,9 +43,8 @@ func (a *app) runDiffCommand() *cobra.Command {
 				return refuse("Error: cannot diff a run against a replay. Provide two run IDs or two replay IDs.")
 			}
 			if replayA {
-				// Replays are saved by `realm run replay --save`, which this
-				// CLI and engine-svc do not have (no RPC reads a replay), so
-				// every replay ID is unknown here. Refused like an unknown run
+				// Replays saved by `realm run replay --save` are not compared
+				// yet: every replay ID is refused like an unknown run
 				// (cli.md §3.4: exit 1 for an unknown ID).
 				return refuse("Replay not found: %s", idA)
 			}
