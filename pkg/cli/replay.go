@@ -80,7 +80,8 @@ one registered now (read from engine-svc).
                         path, raw the value as typed, value as it was read
   steps                 [{step, preconditions, original, replay, changed}]
                         in workflow order; original/replay are PASS,
-                        BLOCKED or none`
+                        BLOCKED or none
+Compare two saved replays with: realm run diff <rpl_a> <rpl_b>`
 
 // runReplayCommand is `realm run replay <run> [--with …] [--save]`
 // (cli.md §3.5). The run comes from ExportRun and the definition from

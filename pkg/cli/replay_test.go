@@ -84,6 +84,32 @@ func TestRunReplay(t *testing.T) {
 			}
 		})
 
+		t.Run("diff compares two saved replays", func(t *testing.T) {
+			home := map[string]string{"HOME": t.TempDir()}
+			saved := func(args ...string) string {
+				res := l.realm(home, append([]string{"run", "replay", done, "--save"}, args...)...)
+				if res.code != 0 {
+					t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
+				}
+				return strings.TrimSpace(res.stdout[strings.LastIndex(res.stdout, "rpl_"):])
+			}
+			a := saved("--with", "classify.confidence=0.5")
+			b := saved("--with", "classify.confidence=0.95", "--with", "classify.category=bug")
+			none := saved()
+			res := l.realm(home, "run", "diff", a, b)
+			if res.code != 0 || res.stderr != "" {
+				t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
+			}
+			golden(t, "replay-diff.txt", maskIDs(res.stdout, map[string]string{a: "<rpl-a>", b: "<rpl-b>", done: "<run>"}))
+			res = l.realm(home, "run", "diff", none, a)
+			if res.code != 0 || !strings.Contains(res.stdout, "Overrides A: none\n") {
+				t.Errorf("diff without overrides: exit %d\n%s", res.code, res.stdout)
+			}
+			missing := "rpl_00000000-0000-4000-8000-000000000000"
+			want(t, l.realm(home, "run", "diff", a, missing), 1, "", "Replay not found: "+missing+"\n")
+			want(t, l.realm(home, "run", "diff", "rpl_../../x", a), 1, "", "Replay not found: rpl_../../x\n")
+		})
+
 		t.Run("refusals", func(t *testing.T) {
 			for _, c := range []struct {
 				name   string
