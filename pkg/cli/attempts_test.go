@@ -28,6 +28,38 @@ func TestRunAttempts(t *testing.T) {
 	})
 }
 
+// On the real engine: the answers the engine refused are listed, oldest
+// first, and --json passes the engine's records through.
+func TestRunAttemptsListsTheEnginesRefusals(t *testing.T) {
+	eachBackend(t, func(t *testing.T, l *live) {
+		l.register("replayable")
+		run := l.start("replayable", map[string]any{"ticket": "T-1"}).GetRunId()
+		for _, answer := range []map[string]any{
+			{"category": "billing"},
+			{"category": 5.0, "confidence": "high"},
+		} {
+			resp, err := l.engine.ExecuteStep(l.ctx(), &realmv1.ExecuteStepRequest{RunId: run, Command: "classify", Params: mustStruct(t, answer)})
+			if err != nil || resp.GetReply().GetErrorCode() != "VALIDATION_OUTPUT_SCHEMA" {
+				t.Fatalf("answer %v: %v %v", answer, resp.GetReply(), err)
+			}
+		}
+		l.answer(run, "classify", map[string]any{"category": "billing", "confidence": 0.9})
+		ids := map[string]string{run: "<run>"}
+
+		res := l.realm(nil, "run", "attempts", run)
+		if res.code != 0 || res.stderr != "" {
+			t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
+		}
+		golden(t, "attempts.txt", maskIDs(res.stdout, ids))
+
+		res = l.realm(nil, "run", "attempts", run, "--json")
+		if res.code != 0 || res.stderr != "" {
+			t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
+		}
+		golden(t, "attempts.json", maskIDs(res.stdout, ids))
+	})
+}
+
 func TestRunAttemptsRefusals(t *testing.T) {
 	t.Parallel()
 	// None of these reaches the engine: the address is never dialled.
@@ -37,9 +69,9 @@ func TestRunAttemptsRefusals(t *testing.T) {
 	want(t, realm(nil, "run", "attempts", "r-1", "--verbose"), 1, "", "Error: unknown flag: --verbose\n")
 }
 
-// attemptsFake answers ExportRun with a canned bundle: engine-svc does not
-// write the refused-attempts sidecar yet, so the records' rendering is
-// checked against the bundle shape run-record.md §9 documents.
+// attemptsFake answers ExportRun with a canned bundle, for what a live
+// engine does not easily produce (a capped list, input-schema refusals of
+// several rules, a failing export).
 type attemptsFake struct {
 	realmv1.UnimplementedEngineServiceServer
 	bundle string

@@ -130,7 +130,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", DefaultTimeout, "how long to wait for engine-svc to answer")
 	run := a.runCommand()
 	run.AddCommand(a.runRespondCommand(), a.runAdvanceCommand(), a.runAbandonCommand(), a.runInspectCommand(),
-		a.runReclaimCommand(), a.runDrainCommand(), a.runResumeCommand(), a.runPurgeCommand(), a.runExportCommand(), a.runAttemptsCommand(), a.runDiffCommand(), a.runCleanupCommand(),
+		a.runReclaimCommand(), a.runDrainCommand(), a.runResumeCommand(), a.runPurgeCommand(), a.runExportCommand(), a.runAttemptsCommand(), a.runDiffCommand(), a.runReplayCommand(), a.runCleanupCommand(),
 		a.runGcCommand(), a.runReconcileCommand(), a.runMigrateCommand())
 	root.AddCommand(a.workflowCommand(), run, a.serveCommand(), a.mcpCommand())
 	root.AddCommand(a.agentCommand())

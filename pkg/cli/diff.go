@@ -33,8 +33,8 @@ type diffRun struct {
 // with its evidence); nothing is written.
 func (a *app) runDiffCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "diff <run-a> <run-b>",
-		Short: "Compare two runs step by step: status, output hash, duration",
+		Use:   "diff <run-a> <run-b> | <rpl_a> <rpl_b>",
+		Short: "Compare two runs step by step (status, output hash, duration), or two saved replays",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			idA, idB := args[0], args[1]
@@ -43,11 +43,18 @@ func (a *app) runDiffCommand() *cobra.Command {
 				return refuse("Error: cannot diff a run against a replay. Provide two run IDs or two replay IDs.")
 			}
 			if replayA {
-				// Replays are saved by `realm run replay --save`, which this
-				// CLI and engine-svc do not have (no RPC reads a replay), so
-				// every replay ID is unknown here. Refused like an unknown run
-				// (cli.md §3.4: exit 1 for an unknown ID).
-				return refuse("Replay not found: %s", idA)
+				// Replays are files `realm run replay --save` wrote; no
+				// engine call is needed.
+				ra, err := a.loadReplay(idA)
+				if err != nil {
+					return err
+				}
+				rb, err := a.loadReplay(idB)
+				if err != nil {
+					return err
+				}
+				printReplayDiff(a.env.Stdout, idA, idB, ra, rb)
+				return nil
 			}
 			engine, ctx, done, err := a.session(cmd.Context())
 			if err != nil {

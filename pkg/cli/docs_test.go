@@ -56,8 +56,8 @@ func TestDocsDeterministic(t *testing.T) {
 // separate binary, left out). Those not in this binary are skipped (the
 // test logs them); on 2026-11-30 they were:
 //
-//	workflow init, workflow watch, workflow run, workflow test, workflow migrate,
-//	run replay, run cleanup, run gc, run reconcile, run migrate.
+//	workflow watch, workflow run, workflow test, workflow migrate,
+//	run cleanup, run gc, run reconcile, run migrate.
 //
 // Ours but not in §0: run start, run step, run state, completion.
 var specTree = []string{

@@ -16,7 +16,6 @@ import (
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
-
 // maintEnv is a live engine whose store the test can damage past the
 // engine, as a crash, an older release or a hand in redis-cli would.
 type maintEnv struct {
@@ -113,7 +112,7 @@ func (e *maintEnv) golden(name string, got result, code int) {
 	}
 	path := filepath.Join("testdata", "maintenance", name+".golden")
 	out := e.masked(got.stdout)
-	if *updateGolden {
+	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			e.t.Fatal(err)
 		}

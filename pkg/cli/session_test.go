@@ -56,7 +56,7 @@ func (s *session) transcript() string {
 	for id, as := range s.names {
 		out = strings.ReplaceAll(out, id, as)
 	}
-	out = uuidRE.ReplaceAllString(out, "<uuid>")
+	out = uuidText.ReplaceAllString(out, "<uuid>")
 	out = rfc3339RE.ReplaceAllString(out, "<time>")
 	out = enUSTimeRE.ReplaceAllString(out, "<local-time>")
 	out = hexRE.ReplaceAllString(out, "<hex>")
@@ -137,6 +137,6 @@ func TestScriptedSession(t *testing.T) {
 		s.do("run", "cleanup", "--older-than", "1h", "--dry-run")
 		s.do("run", "list", "--status", "completed", "--json")
 
-		checkGolden(t, "session.txt", s.transcript())
+		golden(t, "session.txt", s.transcript())
 	})
 }

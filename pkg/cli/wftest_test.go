@@ -2,12 +2,10 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,8 +13,6 @@ import (
 	"github.com/realm-go/realm/pkg/handler"
 	realmrunner "github.com/realm-go/realm/pkg/runner"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
 // runnerModeEnv turns the test binary into a handler runner serving
 // `double`: what `realm workflow test --runner` starts in these tests.
@@ -40,26 +36,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-
-// checkGolden compares got with testdata/golden/<name>; -update rewrites it.
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	got = uuidRE.ReplaceAllString(got, "<uuid>")
-	path := filepath.Join("testdata", "golden", name)
-	if *updateGolden {
-		writeFile(t, path, got)
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run the test with -update to write it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs:\n--- got ---\n%s--- want ---\n%s", name, got, want)
-	}
 }
 
 // copyFixtures copies the *.yaml files of the given folders into one.
@@ -92,7 +68,7 @@ func TestWorkflowTest(t *testing.T) {
 		if r.code != ExitOK || r.stderr != "" {
 			t.Fatalf("exit %d, stderr %q\n%s", r.code, r.stderr, r.stdout)
 		}
-		checkGolden(t, "workflow-test-pass.txt", r.stdout)
+		golden(t, "workflow-test-pass.txt", maskIDs(r.stdout, nil))
 	})
 	t.Run("one fixture fails", func(t *testing.T) {
 		t.Parallel()
@@ -101,7 +77,7 @@ func TestWorkflowTest(t *testing.T) {
 		if r.code != ExitRefused || r.stderr != "" {
 			t.Fatalf("exit %d, stderr %q\n%s", r.code, r.stderr, r.stdout)
 		}
-		checkGolden(t, "workflow-test-fail.txt", r.stdout)
+		golden(t, "workflow-test-fail.txt", maskIDs(r.stdout, nil))
 	})
 	t.Run("json", func(t *testing.T) {
 		t.Parallel()
@@ -130,7 +106,7 @@ func TestWorkflowTestRunsHandlersOnTheRunnersItStarts(t *testing.T) {
 	if r.code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	checkGolden(t, "workflow-test-runner.txt", r.stdout)
+	golden(t, "workflow-test-runner.txt", maskIDs(r.stdout, nil))
 	if !strings.HasPrefix(r.stderr, "Waiting up to 30s for the runners to register double …\nRunners ready in ") {
 		t.Errorf("progress on stderr: %q", r.stderr)
 	}
@@ -139,7 +115,7 @@ func TestWorkflowTestRunsHandlersOnTheRunnersItStarts(t *testing.T) {
 	if r.code != ExitRefused {
 		t.Fatalf("without the runner: exit %d\n%s", r.code, r.stdout)
 	}
-	checkGolden(t, "workflow-test-no-runner.txt", r.stdout)
+	golden(t, "workflow-test-no-runner.txt", maskIDs(r.stdout, nil))
 }
 
 func TestWorkflowTestRefusals(t *testing.T) {

@@ -72,6 +72,12 @@ func Read(path string) (*realmv1.WorkflowSource, error) {
 			addFile(src, dir, p)
 		}
 	}
+	if _, declared := head.WorkflowContext["schema"]; !declared {
+		// A schema.json beside the workflow file is the implicit context
+		// entry `schema` (workflow-file spec §3.8); the loader adds the
+		// entry only when the file was sent.
+		addFile(src, dir, "schema.json")
+	}
 	return src, nil
 }
 

@@ -204,6 +204,8 @@ type decoded struct {
 	run     *record.Run
 	outputs map[string]any
 	traces  map[string][]byte // buffered trace entries by step (raw JSON)
+	// attempts is the stored refused-answers list (raw JSON), nil if none.
+	attempts []byte
 }
 
 func decode(snap *store.Snapshot) (*decoded, error) {
@@ -215,7 +217,12 @@ func decode(snap *store.Snapshot) (*decoded, error) {
 	r.Normalize()
 	outputs := make(map[string]any, len(snap.Outputs))
 	traces := map[string][]byte{}
+	var attempts []byte
 	for step, raw := range snap.Outputs {
+		if step == attemptsField {
+			attempts = raw
+			continue
+		}
 		if name, ok := strings.CutPrefix(step, traceField); ok {
 			traces[name] = raw
 			continue
@@ -226,14 +233,14 @@ func decode(snap *store.Snapshot) (*decoded, error) {
 		}
 		outputs[step] = v
 	}
-	return &decoded{snap: snap, run: &r, outputs: outputs, traces: traces}, nil
+	return &decoded{snap: snap, run: &r, outputs: outputs, traces: traces, attempts: attempts}, nil
 }
 
 // begin starts a transaction on a decoded snapshot. The run is cloned and
 // the outputs map copied, so the cached copy is never changed; recorded
 // outputs themselves are never changed in place.
 func (e *Engine) begin(ctx context.Context, d *decoded) (*txn, error) {
-	t := &txn{e: e, ctx: ctx, run: d.run.Clone(), outputs: maps.Clone(d.outputs), traces: maps.Clone(d.traces), now: e.now(), base: d.snap, wasTerminal: d.run.Terminal()}
+	t := &txn{e: e, ctx: ctx, run: d.run.Clone(), outputs: maps.Clone(d.outputs), traces: maps.Clone(d.traces), now: e.now(), base: d.snap, wasTerminal: d.run.Terminal(), attempts: d.attempts}
 	def, err := e.definition(ctx, t.run.WorkflowID)
 	if err != nil {
 		var missing *errWorkflowMissing

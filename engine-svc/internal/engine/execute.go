@@ -228,6 +228,7 @@ func (t *txn) refuseAnswer(s *workflow.Step, answer map[string]any, code errcode
 	t.run.ValidationRejections[s.Name]++
 	n, limit := t.run.ValidationRejections[s.Name], s.Threshold()
 	t.touch()
+	t.recordAttempt(s, answer, code, errs) // in the same write as the count
 	if n < limit {
 		t.compose = func() *realmv1.Reply {
 			r := t.envelope(s.Name)

@@ -137,7 +137,8 @@ func (e *Engine) PurgeRun(ctx context.Context, req *realmv1.PurgeRunRequest) (*r
 }
 
 // ExportRun writes the whole record as one bundle (run-record spec §9):
-// the run with its evidence and outputs, claim tokens included.
+// the run with its evidence and outputs, claim tokens included, and the
+// refused answers (attempts.go).
 func (e *Engine) ExportRun(ctx context.Context, req *realmv1.ExportRunRequest) (*realmv1.ExportRunResponse, error) {
 	snap, err := e.st.LoadRun(ctx, req.GetRunId())
 	if errors.Is(err, store.ErrNotFound) {
@@ -166,7 +167,16 @@ func (e *Engine) ExportRun(ctx context.Context, req *realmv1.ExportRunRequest) (
 	run["evidence"] = evidence
 	outputs := map[string]any{}
 	wal := map[string]any{}
+	attempts, attemptsErr := decodeAttempts(snap.Outputs[attemptsField])
+	if attemptsErr != nil {
+		// Run-record spec §9: an unreadable part makes the bundle
+		// incomplete; it never stops the export.
+		artifactErrors = append(artifactErrors, map[string]any{"artifact": "failed-attempt sidecar", "code": string(errcode.EngineStoreFailed), "message": attemptsErr.Error()})
+	}
 	for k, raw := range snap.Outputs {
+		if k == attemptsField {
+			continue
+		}
 		var v any
 		if json.Unmarshal(raw, &v) != nil {
 			continue
@@ -182,8 +192,8 @@ func (e *Engine) ExportRun(ctx context.Context, req *realmv1.ExportRunRequest) (
 		"realm_export_version": 4,
 		"exported_at":          record.FormatTime(e.now()),
 		"run":                  run,
-		"attempts":             []any{},
-		"attempts_capped":      false,
+		"attempts":             append([]json.RawMessage{}, attempts.Records...),
+		"attempts_capped":      attempts.Capped,
 		"wal":                  wal,
 		"sealed":               nil,
 		"complete":             len(artifactErrors) == 0,

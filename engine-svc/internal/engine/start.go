@@ -193,7 +193,7 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 	e.m.write("ok", time.Since(began))
 	e.m.committed(t)
 	e.logCommit(t, next.Version)
-	e.runs.put(t.run.ID, &decoded{snap: next, run: t.run.Clone(), outputs: maps.Clone(t.outputs), traces: maps.Clone(t.traces)})
+	e.runs.put(t.run.ID, &decoded{snap: next, run: t.run.Clone(), outputs: maps.Clone(t.outputs), traces: maps.Clone(t.traces), attempts: t.attempts})
 	return nil
 }
 

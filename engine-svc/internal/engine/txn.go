@@ -32,11 +32,15 @@ type txn struct {
 	newOutputs map[string]any
 	traces     map[string][]byte
 	newTraces  map[string][]byte
-	evidence   []*record.Entry
-	index      []store.IndexOp
-	idemKey    string
-	idemExpect string
-	create     bool
+	// attempts is the refused-answers list (attempts.go); written when
+	// attemptsDirty.
+	attempts      []byte
+	attemptsDirty bool
+	evidence      []*record.Entry
+	index         []store.IndexOp
+	idemKey       string
+	idemExpect    string
+	create        bool
 	// wasTerminal is whether the run had ended before this transaction.
 	wasTerminal bool
 	// maint marks a maintenance rewrite (gc --heal, migrate --stamp-seals):
@@ -176,6 +180,13 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 		} else {
 			next.Outputs[traceField+step] = b
 		}
+	}
+	if t.attemptsDirty {
+		if c.Outputs == nil {
+			c.Outputs = map[string][]byte{}
+		}
+		c.Outputs[attemptsField] = t.attempts
+		next.Outputs[attemptsField] = t.attempts
 	}
 	for _, e := range t.evidence {
 		b, err := json.Marshal(e)

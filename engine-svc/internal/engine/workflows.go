@@ -208,7 +208,13 @@ func (e *Engine) GetWorkflowProtocol(ctx context.Context, req *realmv1.GetWorkfl
 	if d.Description != "" {
 		p["description"] = d.Description
 	}
-	return &realmv1.GetWorkflowProtocolResponse{Protocol: toStruct(p)}, nil
+	// The definition travels as the store keeps it (JSON), for readers that
+	// evaluate its conditions themselves (realm run replay).
+	def, err := json.Marshal(d)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.EngineInternal, err, "encode workflow: "+err.Error())
+	}
+	return &realmv1.GetWorkflowProtocolResponse{Protocol: toStruct(p), Definition: def}, nil
 }
 
 func toAny(xs []string) []any {

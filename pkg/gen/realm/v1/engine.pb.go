@@ -829,7 +829,12 @@ func (x *GetWorkflowProtocolRequest) GetWorkflowId() string {
 type GetWorkflowProtocolResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// protocol is the reply object of get_workflow_protocol, composed by the engine.
-	Protocol      *structpb.Struct `protobuf:"bytes,1,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	Protocol *structpb.Struct `protobuf:"bytes,1,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// definition is the registered definition the protocol was composed from
+	// (latest version; JSON of pkg/workflow.Definition). Tools that evaluate
+	// its conditions offline read it (`realm run replay`); front doors do not
+	// pass it on (the protocol is the get_workflow_protocol contract).
+	Definition    []byte `protobuf:"bytes,2,opt,name=definition,proto3" json:"definition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -867,6 +872,13 @@ func (*GetWorkflowProtocolResponse) Descriptor() ([]byte, []int) {
 func (x *GetWorkflowProtocolResponse) GetProtocol() *structpb.Struct {
 	if x != nil {
 		return x.Protocol
+	}
+	return nil
+}
+
+func (x *GetWorkflowProtocolResponse) GetDefinition() []byte {
+	if x != nil {
+		return x.Definition
 	}
 	return nil
 }
@@ -4825,9 +4837,12 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x04hint\x18\x05 \x01(\tR\x04hint\"=\n" +
 	"\x1aGetWorkflowProtocolRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
-	"workflowId\"R\n" +
+	"workflowId\"r\n" +
 	"\x1bGetWorkflowProtocolResponse\x123\n" +
-	"\bprotocol\x18\x01 \x01(\v2\x17.google.protobuf.StructR\bprotocol\"\xd5\x01\n" +
+	"\bprotocol\x18\x01 \x01(\v2\x17.google.protobuf.StructR\bprotocol\x12\x1e\n" +
+	"\n" +
+	"definition\x18\x02 \x01(\fR\n" +
+	"definition\"\xd5\x01\n" +
 	"\x15CreateWorkflowRequest\x120\n" +
 	"\x05steps\x18\x01 \x01(\v2\x1a.google.protobuf.ListValueR\x05steps\x123\n" +
 	"\bmetadata\x18\x02 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12+\n" +
