@@ -22,7 +22,7 @@ func (a *app) workflowCommand() *cobra.Command {
 		Use:   "workflow",
 		Short: "Validate, register and list workflows",
 	}
-	cmd.AddCommand(a.workflowValidateCommand(), a.workflowRegisterCommand(), a.workflowWatchCommand(), a.workflowListCommand())
+	cmd.AddCommand(a.workflowValidateCommand(), a.workflowRegisterCommand(), a.workflowWatchCommand(), a.workflowListCommand(), a.workflowRunCommand())
 	return cmd
 }
 
