@@ -436,3 +436,27 @@ func TestWorkflowRunClosesTheAgentPromptOfAStepDoneElsewhere(t *testing.T) {
 		}
 	})
 }
+
+func TestWorkflowRunStopsWhenNothingCanRun(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "workflow.yaml")
+	yaml := "id: stalling\nname: Stalling\nversion: 1\nsteps:\n" +
+		"  note:\n    description: Write a note.\n    execution: agent\n    preconditions: ['run.params.ok == true']\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eachBackend(t, func(t *testing.T, l *live) {
+		// A precondition reads no run params: it fails, and nothing else
+		// can run.
+		s := startSession(t, l.addr, "--params", `{"ok": true}`, file)
+		code, text := s.exit()
+		run := runIDIn(t, text)
+		want := "Registered: stalling v1 (1 step)\n\nRealm — Stalling v1\nRun ID: <run>\n\n" +
+			"Workflow stalled: nothing else can run.\n" +
+			"'note' cannot run (precondition): Precondition failed: 'run.params.ok == true'. Resolved value: null.\n" +
+			"Run <run> stays open (phase 'running'): correct the workflow, register it again, then realm run advance <run> — or end it: realm run abandon <run>\n"
+		if got := maskIDs(text, run, ""); code != 1 || got != want {
+			t.Errorf("exit %d, transcript:\n%s\nwant exit 1 and:\n%s", code, got, want)
+		}
+	})
+}
