@@ -206,6 +206,9 @@ func (d *devRun) run(src *realmv1.WorkflowSource, params *structpb.Struct) error
 	fmt.Fprintf(d.out, "\nRealm — %s v%s\nRun ID: %s\n\n", name, number(r.GetVersion()), d.runID)
 	d.warn(sr.GetWarnings())
 	d.chained(sr)
+	if !succeeded(sr) {
+		d.failed(sr)
+	}
 	return d.loop()
 }
 

@@ -460,3 +460,37 @@ func TestWorkflowRunStopsWhenNothingCanRun(t *testing.T) {
 		}
 	})
 }
+
+func TestWorkflowRunRefusesBeforeAnyCall(t *testing.T) {
+	t.Parallel()
+	// Nothing listens here: a command that called the engine would end
+	// with exit 2 (unreachable), not with its one line.
+	cases := []struct {
+		name     string
+		terminal bool
+		env      map[string]string
+		args     []string
+		stderr   string
+	}{
+		{"no terminal", false, nil, nil, noTerminalLine},
+		{"bad REALM_OPERATOR, even without a terminal", false, map[string]string{"REALM_OPERATOR": "ops\tbot"}, nil,
+			"REALM_OPERATOR: contains a control character; nothing was done. Give a name of at most 200 characters with no control characters, or unset it."},
+		{"params not an object", true, nil, []string{"--params", "[1]"}, "Error: --params must be a JSON object: json: cannot unmarshal array into Go value of type map[string]interface {}"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			vars := map[string]string{"REALM_ENGINE_ADDR": "127.0.0.1:1"}
+			for k, v := range c.env {
+				vars[k] = v
+			}
+			var out, errb bytes.Buffer
+			code := Run(t.Context(), append(append([]string{"workflow", "run"}, c.args...), "testdata/devrun"), Env{
+				Stdout: &out, Stderr: &errb, Stdin: strings.NewReader(""),
+				IsTerminal: func() bool { return c.terminal },
+				Getenv:     func(k string) string { return vars[k] },
+			})
+			want(t, result{code: code, stdout: out.String(), stderr: errb.String()}, 1, "", c.stderr+"\n")
+		})
+	}
+}
