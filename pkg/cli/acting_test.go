@@ -25,6 +25,7 @@ import (
 // command lines run against it, and a plain client sets runs up.
 type live struct {
 	t      *testing.T
+	addr   string
 	realm  func(env map[string]string, args ...string) result
 	engine realmv1.EngineServiceClient
 }
@@ -41,7 +42,7 @@ func eachBackend(t *testing.T, f func(t *testing.T, l *live)) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = conn.Close() })
-			f(t, &live{t: t, realm: runner(addr), engine: realmv1.NewEngineServiceClient(conn)})
+			f(t, &live{t: t, addr: addr, realm: runner(addr), engine: realmv1.NewEngineServiceClient(conn)})
 		})
 	}
 }

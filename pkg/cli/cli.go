@@ -42,15 +42,27 @@ const DefaultTimeout = 60 * time.Second
 const dialTimeout = 10 * time.Second
 
 // Env is what a command sees of the world. Zero fields fall back to the
-// process's own (os.Stdout, os.Getenv, time.Local, time.Now).
+// process's own (os.Stdin, os.Stdout, os.Getenv, time.Local, time.Now).
 type Env struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
 	Location       *time.Location
 	Now            func() time.Time
+	// Stdin is what prompts read (`realm workflow run`).
+	Stdin io.Reader
+	// IsTerminal says whether Stdin is a terminal; nil asks the OS. A test
+	// sets it to drive the interactive commands' check.
+	IsTerminal func() bool
 }
 
 func (e Env) withDefaults() Env {
+	if e.Stdin == nil {
+		e.Stdin = os.Stdin
+	}
+	if e.IsTerminal == nil {
+		in := e.Stdin
+		e.IsTerminal = func() bool { return isTerminal(in) }
+	}
 	if e.Stdout == nil {
 		e.Stdout = os.Stdout
 	}

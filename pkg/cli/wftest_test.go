@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if realmBinary.dir != "" {
+		_ = os.RemoveAll(realmBinary.dir) // the realm binary the pty tests built
+	}
+	os.Exit(code)
 }
 
 // copyFixtures copies the *.yaml files of the given folders into one.

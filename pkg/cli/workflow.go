@@ -24,7 +24,7 @@ func (a *app) workflowCommand() *cobra.Command {
 		Short: "Validate, register and list workflows",
 	}
 	cmd.AddCommand(a.workflowInitCommand(), a.workflowValidateCommand(), a.workflowRegisterCommand(), a.workflowWatchCommand(), a.workflowListCommand(),
-		a.workflowTestCommand(), a.workflowMigrateCommand())
+		a.workflowRunCommand(), a.workflowTestCommand(), a.workflowMigrateCommand())
 	return cmd
 }
 
