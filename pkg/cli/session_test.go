@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -86,7 +87,15 @@ func jsonField(t *testing.T, s string, path ...string) string {
 func TestScriptedSession(t *testing.T) {
 	eachBackend(t, func(t *testing.T, l *live) {
 		s := &session{t: t, realm: l.realm, names: map[string]string{}}
-		wf := filepath.Join("testdata", "support.yaml")
+		// support.yaml with a precondition on send, for replay to check.
+		work := t.TempDir()
+		s.names[work] = "<work>"
+		b, err := os.ReadFile(filepath.Join("testdata", "support.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wf := filepath.Join(work, "support.yaml")
+		writeFile(t, wf, strings.Replace(string(b), "    depends_on: [draft]\n", "    depends_on: [draft]\n    preconditions: [\"draft.choice == 'send'\"]\n", 1))
 		s.do("workflow", "validate", wf)
 		s.do("workflow", "register", wf)
 		s.do("workflow", "list")
@@ -136,6 +145,19 @@ func TestScriptedSession(t *testing.T) {
 		s.do("run", "inspect", third)
 		s.do("run", "cleanup", "--older-than", "1h", "--dry-run")
 		s.do("run", "list", "--status", "completed", "--json")
+
+		s.do("run", "replay", run)
+		s.do("run", "replay", run, "--with", "draft.choice=discard")
+		s.do("run", "replay", run, "--with", "draft.choice")
+		s.do("run", "gc", "--older-than", "1h")
+		s.do("run", "gc", "--older-than", "10m")
+		s.do("run", "gc", "--heal")
+		s.do("run", "reconcile", "--dry-run")
+		s.do("run", "migrate")
+		s.do("run", "migrate", "--stamp-seals")
+		s.do("workflow", "migrate")
+		s.do("workflow", "init", filepath.Join(work, "my-flow"))
+		s.do("workflow", "init", filepath.Join(work, "my-flow"))
 
 		golden(t, "session.txt", s.transcript())
 	})
