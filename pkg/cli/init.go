@@ -22,7 +22,8 @@ var scaffoldFS embed.FS
 
 // scaffoldFiles are the files written, in the order the command lists
 // them: cli.md §2.1's six, with the JavaScript registry.sample.js replaced
-// by a Go handler runner (go.mod and runner/main.go) at its place.
+// by a Go handler runner (go.mod and runner/main.go) at its place, then two
+// fixtures for `realm workflow test`.
 var scaffoldFiles = []struct{ path, source string }{
 	{"workflow.yaml", "workflow.yaml.tmpl"},
 	{"schema.json", "schema.json"},
@@ -31,6 +32,8 @@ var scaffoldFiles = []struct{ path, source string }{
 	{"go.mod", "go.mod.tmpl"},
 	{"runner/main.go", "runner/main.go.tmpl"},
 	{"realm.yaml", "realm.yaml.tmpl"},
+	{"fixtures/send.yaml", "fixtures/send.yaml.tmpl"},
+	{"fixtures/no-ticket.yaml", "fixtures/no-ticket.yaml.tmpl"},
 }
 
 // scaffoldGoVersion is the go line of the scaffold's go.mod; `go mod tidy`

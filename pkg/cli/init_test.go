@@ -91,7 +91,7 @@ func TestWorkflowInitRunnerCompiles(t *testing.T) {
 		{"mod", "edit", "-replace", "github.com/realm-go/realm/pkg=" + pkgDir},
 		{"mod", "tidy"},
 		{"vet", "./runner"},
-		{"build", "-o", os.DevNull, "./runner"},
+		{"build", "-o", filepath.Join(dir, "runner-bin"), "./runner"},
 	} {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = dir
@@ -99,6 +99,11 @@ func TestWorkflowInitRunnerCompiles(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
+	}
+	// The scaffold's fixtures pass with its runner serving the handler.
+	r := runner("127.0.0.1:1")(nil, "workflow", "test", dir, "-f", filepath.Join(dir, "fixtures"), "--runner", filepath.Join(dir, "runner-bin"))
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "\n2/2 passed\n") {
+		t.Errorf("realm workflow test on the scaffold: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
 
