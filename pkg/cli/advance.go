@@ -102,7 +102,7 @@ func warn(w io.Writer, lines []string) {
 func stopReasons(before *realmv1.RunState, r *realmv1.Reply) []string {
 	id := before.GetRunId()
 	phase := r.GetRunPhase()
-	if terminal(phase) {
+	if reply.Terminal(phase) {
 		if phase == realmv1.RunPhase_RUN_PHASE_COMPLETED && !before.GetTerminalState() {
 			return nil
 		}

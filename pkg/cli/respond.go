@@ -92,7 +92,7 @@ func (a *app) printResponded(runID, choice string, r *realmv1.Reply) error {
 	fmt.Fprintf(out, "Responded: %s | choice '%s' | new state '%s'\n", runID, choice, reply.PhaseWord(r.GetRunPhase()))
 	if owed := owedSteps(r.GetNextActions()); len(owed) > 0 {
 		fmt.Fprintln(out, owedLine(runID, owed))
-	} else if !terminal(r.GetRunPhase()) && len(r.GetNextActions()) == 0 {
+	} else if !reply.Terminal(r.GetRunPhase()) && len(r.GetNextActions()) == 0 {
 		fmt.Fprintf(out, "To end the run instead: realm run abandon %s.\n", runID)
 	}
 	return nil
@@ -141,15 +141,6 @@ func (a *app) printLateAnswer(runID string, r *realmv1.Reply) error {
 func succeeded(r *realmv1.Reply) bool {
 	switch r.GetStatus() {
 	case realmv1.ReplyStatus_REPLY_STATUS_OK, realmv1.ReplyStatus_REPLY_STATUS_CONFIRM_REQUIRED:
-		return true
-	}
-	return false
-}
-
-func terminal(p realmv1.RunPhase) bool {
-	switch p {
-	case realmv1.RunPhase_RUN_PHASE_COMPLETED, realmv1.RunPhase_RUN_PHASE_FAILED,
-		realmv1.RunPhase_RUN_PHASE_ABORTED, realmv1.RunPhase_RUN_PHASE_ABANDONED:
 		return true
 	}
 	return false

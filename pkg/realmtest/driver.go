@@ -50,7 +50,7 @@ func (d *driver) drive(ctx context.Context) error {
 		return refusal(r)
 	}
 	for range maxCalls {
-		if terminal(r.GetRunPhase()) {
+		if reply.Terminal(r.GetRunPhase()) {
 			return nil
 		}
 		actions := r.GetNextActions()
@@ -75,7 +75,7 @@ func (d *driver) drive(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if next.GetStatus() == realmv1.ReplyStatus_REPLY_STATUS_ERROR && !terminal(next.GetRunPhase()) {
+		if next.GetStatus() == realmv1.ReplyStatus_REPLY_STATUS_ERROR && !reply.Terminal(next.GetRunPhase()) {
 			return refusal(next)
 		}
 		r = next
@@ -153,7 +153,7 @@ func (d *driver) stalled(ctx context.Context, r *realmv1.Reply) error {
 	if err != nil {
 		return rpcError(err)
 	}
-	if terminal(st.GetState().GetRunPhase()) {
+	if reply.Terminal(st.GetState().GetRunPhase()) {
 		return nil
 	}
 	lines := []string{fmt.Sprintf("the run stopped in phase '%s' with nothing left to call", reply.PhaseWord(st.GetState().GetRunPhase()))}
@@ -252,15 +252,6 @@ func rpcError(err error) error {
 		return errors.New(s.Message())
 	}
 	return err
-}
-
-func terminal(p realmv1.RunPhase) bool {
-	switch p {
-	case realmv1.RunPhase_RUN_PHASE_COMPLETED, realmv1.RunPhase_RUN_PHASE_FAILED,
-		realmv1.RunPhase_RUN_PHASE_ABORTED, realmv1.RunPhase_RUN_PHASE_ABANDONED:
-		return true
-	}
-	return false
 }
 
 func str(v any) string { s, _ := v.(string); return s }

@@ -301,3 +301,14 @@ func valueOrNull(v *structpb.Value) any {
 	}
 	return v.AsInterface()
 }
+
+// Terminal is true for the phases a run ends in: nothing moves it again
+// but purge.
+func Terminal(p realmv1.RunPhase) bool {
+	switch p {
+	case realmv1.RunPhase_RUN_PHASE_COMPLETED, realmv1.RunPhase_RUN_PHASE_FAILED,
+		realmv1.RunPhase_RUN_PHASE_ABORTED, realmv1.RunPhase_RUN_PHASE_ABANDONED:
+		return true
+	}
+	return false
+}

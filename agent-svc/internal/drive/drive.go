@@ -412,7 +412,7 @@ func (d *driver) advance(ctx context.Context) error {
 	case realmv1.ReplyStatus_REPLY_STATUS_OK, realmv1.ReplyStatus_REPLY_STATUS_CONFIRM_REQUIRED:
 		return nil
 	}
-	if terminal(r.GetRunPhase()) {
+	if reply.Terminal(r.GetRunPhase()) {
 		return nil
 	}
 	return d.stop(nil, r.GetCommand(), "✗ "+replyMessage(r), d.reattachLine())
@@ -432,15 +432,6 @@ func (d *driver) chained(r *realmv1.Reply) error {
 	}
 	return d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_AUTO_STEPS_CHAINED,
 		Chained: r.GetChainedAutoSteps(), RunPhase: r.GetRunPhase(), Lines: stdout(out...)})
-}
-
-func terminal(p realmv1.RunPhase) bool {
-	switch p {
-	case realmv1.RunPhase_RUN_PHASE_COMPLETED, realmv1.RunPhase_RUN_PHASE_FAILED,
-		realmv1.RunPhase_RUN_PHASE_ABORTED, realmv1.RunPhase_RUN_PHASE_ABANDONED:
-		return true
-	}
-	return false
 }
 
 // waitInFlight re-reads the run every second until its version changes,
@@ -488,7 +479,7 @@ func (d *driver) finish(ctx context.Context, stopped bool) error {
 			b, _ := json.MarshalIndent(d.lastOK.output, "", "  ")
 			ev.Lines = append(ev.Lines, stdout("", "Result ("+d.lastOK.step+"):", string(b))...)
 		}
-	case terminal(phase):
+	case reply.Terminal(phase):
 		ev.Outcome = realmv1.DriveOutcome_DRIVE_OUTCOME_ENDED
 		ev.Lines = stderr("", "Run ended in phase: "+reply.PhaseWord(phase))
 	default:

@@ -113,7 +113,7 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 		case r.GetErrorCode() == codeClaimed:
 			return d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_BLOCKED, Step: step,
 				Lines: stdout(fmt.Sprintf("• Step '%s' was taken by another program; not run here.", step))})
-		case terminal(r.GetRunPhase()):
+		case reply.Terminal(r.GetRunPhase()):
 			// The answer ended the run (a guard, an exhausted step): the
 			// loop reports the ending.
 			return d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_BLOCKED, Step: step,
