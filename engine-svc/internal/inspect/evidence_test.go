@@ -284,29 +284,6 @@ func TestRenderVerboseShowsToolCallArgsAndResults(t *testing.T) {
 	})
 }
 
-func TestProofWords(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		proof map[string]any
-		want  string
-	}{
-		{obj("proof", "mismatch"), "the claim_token passed is not this question's"},
-		{obj("proof", "unverifiable", "cause", "no_claim"), "could not be checked — no claim on this record"},
-		{obj("proof", "unverifiable", "cause", "claim_has_no_token"), "could not be checked — the claim has no token"},
-		{obj("proof", "unverifiable", "cause", "store_keeps_no_claims"), "could not be checked — this store keeps no claims"},
-		{obj("proof", "spent", "cause", "answered"), "could not be checked — already settled by an earlier answer"},
-		{obj("proof", "spent", "cause", "expired"), "could not be checked — already settled by its expiry"},
-		{nil, "none recorded"},
-		{obj("proof", 7.0), "the recorded proof cannot be read"},
-		{obj("proof", "unverifiable", "cause", "??"), "the recorded proof cannot be read"},
-	}
-	for _, tt := range tests {
-		if got := proofWords(tt.proof); got != tt.want {
-			t.Errorf("proofWords(%v) = %q, want %q", tt.proof, got, tt.want)
-		}
-	}
-}
-
 func TestRenderMiddleBlocks(t *testing.T) {
 	t.Parallel()
 	t.Run("drive failures with declared limits and billed usage", func(t *testing.T) {

@@ -10,17 +10,11 @@ import (
 
 	"github.com/realm-go/realm/engine-svc/internal/health"
 	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/pkg/identity"
 )
 
 // cutAt is where Input and Output values are cut (cli spec §3.2).
 const cutAt = 120
-
-// maxName is the longest program name shown whole (cli spec §1.5).
-const maxName = 200
-
-// unprintableName stands in for a stored program name that cannot be shown
-// (cli spec §1.5).
-const unprintableName = "a recorded name that cannot be printed (control characters, or not a name with its source)"
 
 // jsonText writes a value as compact JSON without HTML escaping, as the
 // record holds it. Map keys come out sorted: the decoded record has lost
@@ -106,32 +100,12 @@ func list(names []string) string {
 }
 
 // program renders a holder as every human output names a program (cli spec
-// §1.5): `<by> (from REALM_OPERATOR, via <channel>)` and its siblings.
+// §1.5).
 func program(h *record.Holder) string {
-	if h == nil || h.By == "" || strings.ContainsFunc(h.By, isControl) {
-		return unprintableName
+	if h == nil {
+		return identity.UnprintableName
 	}
-	var from string
-	switch h.BySource {
-	case "ambient":
-		from = "from REALM_OPERATOR"
-	case "derived":
-		from = "from the OS user"
-	case "stated":
-		from = "as stated"
-	default:
-		return unprintableName
-	}
-	by := h.By
-	if utf8.RuneCountInString(by) > maxName {
-		by = strings.TrimSuffix(cut(by, maxName), "…") + "…[truncated]"
-	}
-	if h.Channel != "" {
-		// The spec shows every form with its channel; a holder without one
-		// (an embedding program's older record) simply leaves it out.
-		from += ", via " + clean(h.Channel)
-	}
-	return by + " (" + from + ")"
+	return identity.Words(h.By, h.BySource, clean(h.Channel))
 }
 
 // ago writes how long before now t was, as the CLI writes ages.
