@@ -51,9 +51,12 @@ func (a *app) workflowRunCommand() *cobra.Command {
 			"question asks for a choice. While a prompt waits, the run is read twice a second: when another\n" +
 			"process settles the question or does the step, the prompt closes, says what the record holds,\n" +
 			"and the run goes on.\n\n" +
-			"No claim is held while an agent step's prompt waits: engine-svc has no call that claims a step\n" +
-			"without doing it, so the claim is taken with the answer, in the one write that records it. Another\n" +
-			"driver (realm agent, execute_step) can do the step meanwhile; the prompt then closes and names it.\n\n" +
+			"While an agent step's prompt waits, this command holds the step's claim (inspect shows it taken\n" +
+			"via run; realm agent waits; another execute_step is refused). The claim has no deadline (list\n" +
+			"--stuck shows <step>=claim_unknown_age). The engine takes it over for the answer typed here; it is\n" +
+			"given back when the prompt is left or on SIGHUP/SIGINT/SIGTERM. After SIGKILL it stays: recover\n" +
+			"with realm run reclaim <run> --step <step> --force. When a question's time runs out at its prompt,\n" +
+			"this command carries out its on_expiry (enacted_via: timer).\n\n" +
 			"Ctrl+D or Ctrl+C at a prompt leaves the run as it is and prints how to carry on. Needs a terminal\n" +
 			"on stdin. Exit 0 only when the run completed; 1 when it ended any other way, stalled, or the prompt\n" +
 			"was left; 128+N when ended by signal N; 2 when engine-svc cannot be reached.",

@@ -23,13 +23,21 @@ const agentLabel = "  Agent output JSON (Enter for {}): "
 
 // agent asks for an agent step's answer until the engine takes one, the
 // prompt closes, or the person leaves.
+// While the prompt waits it holds the step's claim (cli.md §2.6), given
+// back when the person leaves or a signal ends the command; an answer is
+// given under it.
 func (d *devRun) agent(step string) error {
+	held, ok, err := d.claim(step)
+	if err != nil || !ok {
+		return err
+	}
+	defer func() { d.release(held) }()
 	d.stepLine("agent", step)
 	for {
 		var closed string
 		line, end, err := d.kb.ask(d.ctx, d.out, agentLabel, func() (bool, error) {
 			var err error
-			closed, err = d.agentClosed(step)
+			closed, err = d.agentClosed(step, held)
 			return closed != "", err
 		})
 		if err != nil {
@@ -37,6 +45,9 @@ func (d *devRun) agent(step string) error {
 		}
 		switch end {
 		case promptLeft:
+			// Given back first, so the map offers the step to drive.
+			d.release(held)
+			held = nil
 			return d.leave(step)
 		case promptClosed:
 			fmt.Fprintf(d.out, "  %s\n\n", closed)
@@ -48,6 +59,9 @@ func (d *devRun) agent(step string) error {
 			continue
 		}
 		req := &realmv1.ExecuteStepRequest{RunId: d.runID, Command: step, Params: answer, Caller: d.caller}
+		if held != nil {
+			req.ClaimToken = &held.token
+		}
 		if d.nonce {
 			req.WriterNonce = newNonce()
 		}
@@ -78,6 +92,10 @@ func (d *devRun) agent(step string) error {
 		}
 		if slices.Contains(st.GetCompletedSteps(), step) {
 			fmt.Fprintf(d.out, "  Not run here: step '%s' was taken by %s, and completed; the answer typed here was not recorded.\n\n", step, lastDriver(st, step))
+			return nil
+		}
+		if held != nil && !slices.Contains(st.GetInProgressSteps(), step) && !st.GetTerminalState() {
+			fmt.Fprintf(d.out, "  %s\n\n", claimRemovedLine(step))
 			return nil
 		}
 		fmt.Fprintf(d.out, "  ✗ %s: %s\n\n", reply.StatusWord(r.GetStatus()), replyMessage(r))
@@ -152,8 +170,13 @@ func schemaLines(r *realmv1.Reply) []string {
 	return out
 }
 
+func claimRemovedLine(step string) string {
+	return fmt.Sprintf("This prompt is closed: the claim it held on step '%s' was removed by another process, and the step has not run.", step)
+}
+
 // agentClosed says why an agent step's prompt no longer stands, or "".
-func (d *devRun) agentClosed(step string) (string, error) {
+// held is the claim the prompt holds on the step, if any.
+func (d *devRun) agentClosed(step string, held *heldClaim) (string, error) {
 	st, err := d.state(false)
 	if err != nil {
 		return "", err
@@ -168,8 +191,13 @@ func (d *devRun) agentClosed(step string) (string, error) {
 		}
 		return fmt.Sprintf("This prompt is closed: step '%s' was taken by %s, and completed; not run here.", step, lastDriver(full, step)), nil
 	case slices.Contains(st.GetInProgressSteps(), step):
+		if held != nil && held.ours(st) {
+			return "", nil
+		}
 		holder, _ := claimOf(st, step)
 		return fmt.Sprintf("This prompt is closed: step '%s' was taken by %s; not run here.", step, holder), nil
+	case held != nil && !slices.Contains(st.GetFailedSteps(), step) && !slices.Contains(st.GetSkippedSteps(), step):
+		return claimRemovedLine(step), nil
 	case st.GetPendingGate() != nil:
 		return fmt.Sprintf("This prompt is closed: a question is open on '%s', and '%s' waits for its answer.", st.GetPendingGate().GetStepName(), step), nil
 	case slices.Contains(st.GetFailedSteps(), step) || slices.Contains(st.GetSkippedSteps(), step):
@@ -206,7 +234,7 @@ func (d *devRun) gate(st *realmv1.RunState) error {
 			return d.leave(step)
 		case promptClosed:
 			if enacted != nil {
-				d.warn(enacted.GetWarnings())
+				d.timerLines(g, enacted.GetWarnings())
 			}
 			fmt.Fprintf(d.out, "  %s\n\n", closed)
 			if enacted != nil {
@@ -255,8 +283,9 @@ func (d *devRun) gate(st *realmv1.RunState) error {
 
 // gateClosed says why a question's prompt no longer stands, in the words
 // of the record (cli.md §2.6), or "". A question whose time ran out with
-// an on_expiry the engine owes is carried out here (advance_run, so the
-// record says enacted_via: advance); enacted is that call's reply.
+// an on_expiry the engine owes is carried out here, through the attending
+// process's timer door (advance_run with expiry_timer, so the record says
+// enacted_via: timer); enacted is that call's reply.
 func (d *devRun) gateClosed(g *realmv1.PendingGate, mayEnact bool) (closed string, enacted *realmv1.Reply, err error) {
 	st, err := d.state(false)
 	if err != nil {
@@ -267,7 +296,7 @@ func (d *devRun) gateClosed(g *realmv1.PendingGate, mayEnact bool) (closed strin
 			return "", nil, nil
 		}
 		resp, err := devCall(d, func(ctx context.Context) (*realmv1.AdvanceRunResponse, error) {
-			return d.eng.AdvanceRun(ctx, &realmv1.AdvanceRunRequest{RunId: d.runID, Caller: d.caller})
+			return d.eng.AdvanceRun(ctx, &realmv1.AdvanceRunRequest{RunId: d.runID, Caller: d.caller, ExpiryTimer: true})
 		})
 		if err != nil {
 			return "", nil, err
@@ -287,6 +316,19 @@ func (d *devRun) gateClosed(g *realmv1.PendingGate, mayEnact bool) (closed strin
 		return head + answerWords(a) + ".", enacted, nil
 	}
 	return head + fmt.Sprintf("no answer was recorded; the run is '%s'.", reply.PhaseWord(full.GetRunPhase())), enacted, nil
+}
+
+// timerLines print what this prompt's timer carried out: its own ⏰ line
+// for the expiry it enacted (cli.md §2.6) in place of the engine's
+// warning, and any other warning as it is.
+func (d *devRun) timerLines(g *realmv1.PendingGate, warnings []string) {
+	for _, w := range warnings {
+		if strings.HasSuffix(w, "(enacted_via: timer).") {
+			fmt.Fprintf(d.out, "⏰ gate '%s' on run '%s' expired — enacted via the attending-process timer (enacted_via: timer).\n", g.GetGateId(), d.runID)
+			continue
+		}
+		fmt.Fprintln(d.out, "⚠ "+w)
+	}
 }
 
 // questionLines show a question (cli.md §2.6): `Question: <text>`, or

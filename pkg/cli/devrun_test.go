@@ -321,21 +321,30 @@ func TestWorkflowRunClosesTheQuestionAnsweredElsewhere(t *testing.T) {
 	})
 }
 
-func TestWorkflowRunSignalEndsItWithoutAWord(t *testing.T) {
+func TestWorkflowRunSignalEndsItWithoutAWordAndGivesBackTheClaim(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, l *live) {
-		s := startSession(t, l.addr, "testdata/devrun")
-		s.waitFor(agentLabel, 1)
-		before := s.text()
-		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		code, text := s.exit()
-		if code != 128+int(syscall.SIGTERM) || text != before {
-			t.Errorf("after SIGTERM: exit %d, printed %q; want exit 143 and nothing more", code, strings.TrimPrefix(text, before))
-		}
-		if st := l.state(runIDIn(t, text)); st.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_RUNNING {
-			t.Errorf("after SIGTERM: phase %v, want running", st.GetRunPhase())
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT} {
+			t.Run(sig.String(), func(t *testing.T) {
+				s := startSession(t, l.addr, "testdata/devrun")
+				s.waitFor(agentLabel, 1)
+				before := s.text()
+				run := runIDIn(t, before)
+				if st := l.state(run); len(st.GetInProgressSteps()) != 1 {
+					t.Fatalf("before the signal: in progress %v, want draft claimed", st.GetInProgressSteps())
+				}
+				if err := s.cmd.Process.Signal(sig); err != nil {
+					t.Fatal(err)
+				}
+				code, text := s.exit()
+				if code != 128+int(sig) || text != before {
+					t.Errorf("after %v: exit %d, printed %q; want exit %d and nothing more", sig, code, strings.TrimPrefix(text, before), 128+int(sig))
+				}
+				st := l.state(run)
+				if st.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_RUNNING || len(st.GetInProgressSteps()) != 0 {
+					t.Errorf("after %v: phase %v, in progress %v; want running with the claim given back", sig, st.GetRunPhase(), st.GetInProgressSteps())
+				}
+			})
 		}
 	})
 }
@@ -380,7 +389,7 @@ func TestWorkflowRunCarriesOutAnExpiredQuestion(t *testing.T) {
 			"→ [gate] approve: Approve the shipment.\n" +
 			"Question: (no output)\n" +
 			"  Choice [ship/hold]: \n" +
-			"⚠ gate '<id>' on 'approve' had expired <n>s before this call — this advance call first carried out its declared settle_default: the default choice 'hold' was recorded (enacted_via: advance).\n" +
+			"⏰ gate '<id>' on run '<run>' expired — enacted via the attending-process timer (enacted_via: timer).\n" +
 			"  This prompt is closed: the question on 'approve' is no longer open — Answer: hold · settled by the gate's expiry (no answer in time).\n\n" +
 			"→ [guard] only_if_shipping\n" +
 			"  ✓ → aborted\n" +
@@ -388,6 +397,97 @@ func TestWorkflowRunCarriesOutAnExpiredQuestion(t *testing.T) {
 			"  Reason: The order was held.\n\n" +
 			"Run complete. Phase: aborted\n"
 		if code != 1 || got != want {
+			t.Errorf("exit %d, transcript:\n%s\nwant exit 1 and:\n%s", code, got, want)
+		}
+		// The record names the door the expiry came through.
+		exp, err := l.engine.ExportRun(l.ctx(), &realmv1.ExportRunRequest{RunId: run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`"enacted_via":\s*"timer"`).Match(exp.GetBundle()) {
+			t.Errorf("the record does not say enacted_via timer:\n%s", exp.GetBundle())
+		}
+	})
+}
+
+func TestWorkflowRunHoldsTheAgentStepsClaimWhileItsPromptWaits(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, l *live) {
+		s := startSession(t, l.addr, "testdata/devrun")
+		s.waitFor(agentLabel, 1)
+		run := runIDIn(t, s.text())
+		// The record holds the claim: taken by this program, via run, with
+		// no deadline.
+		holder, since := claimOf(l.state(run), "draft")
+		if holder != "dev-tester (from REALM_OPERATOR, via run)" || since == "an unknown time" {
+			t.Errorf("step_claims: draft taken by %q since %q, want dev-tester via run", holder, since)
+		}
+		if r := l.realm(nil, "run", "inspect", run); !strings.Contains(r.stdout, "via run") {
+			t.Errorf("inspect does not show the claim via run:\n%s%s", r.stdout, r.stderr)
+		}
+		if r := l.realm(nil, "run", "list", "--stuck"); !strings.Contains(r.stdout, "draft=claim_unknown_age") {
+			t.Errorf("list --stuck does not show draft=claim_unknown_age:\n%s%s", r.stdout, r.stderr)
+		}
+		// Another driver's answer is refused while the prompt holds it.
+		resp, err := l.engine.ExecuteStep(l.ctx(), &realmv1.ExecuteStepRequest{RunId: run, Command: "draft",
+			Params: mustStruct(t, map[string]any{"reply": "From elsewhere."}),
+			Caller: &realmv1.Caller{By: "other-bot", BySource: "ambient", Channel: realmv1.Channel_CHANNEL_AGENT}})
+		const sentence = "Step 'draft' cannot be called now: it is in flight (claimed by another call)."
+		if err != nil || resp.GetReply().GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_BLOCKED || !strings.HasPrefix(resp.GetReply().GetContextHint(), sentence) {
+			t.Errorf("execute_step from another driver: %v %v %q, want blocked %q", err, resp.GetReply().GetStatus(), resp.GetReply().GetContextHint(), sentence)
+		}
+		s.typeKeys("\x04")
+		code, text := s.exit()
+		want := devrunHead +
+			"→ [agent] draft: Draft the reply.\n" +
+			agentLabel + "\n" +
+			"Prompt cancelled — detached from run '<run>' at step 'draft' (phase: running). The run is saved.\n" +
+			"  Drive it:  realm agent --run-id <run> --provider <provider> --model <model>\n" +
+			"             If a realm workflow run or realm agent is still waiting on this run, it goes on by itself; the line above is for when none is.\n" +
+			"  Inspect:   realm run inspect <run>\n" +
+			"  Discard:   realm run abandon <run>\n"
+		if got := maskRunGate(text, run, ""); code != 1 || got != want {
+			t.Errorf("exit %d, transcript:\n%s\nwant exit 1 and:\n%s", code, got, want)
+		}
+		if st := l.state(run); len(st.GetInProgressSteps()) != 0 {
+			t.Errorf("after Ctrl+D the claim is still held: in progress %v", st.GetInProgressSteps())
+		}
+	})
+}
+
+func TestWorkflowRunClosesTheAgentPromptWhenItsClaimIsRemoved(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, l *live) {
+		s := startSession(t, l.addr, "testdata/devrun")
+		s.waitFor(agentLabel, 1)
+		run := runIDIn(t, s.text())
+		if r := l.realm(nil, "run", "reclaim", run, "--step", "draft", "--force"); r.code != 0 {
+			t.Fatalf("reclaim from another process: %d %s%s", r.code, r.stdout, r.stderr)
+		}
+		// The prompt closes, and the step is claimed and asked for again.
+		s.waitFor(agentLabel, 2)
+		s.typeKeys(`{"reply": "Sorry."}` + "\r")
+		s.waitFor("Choice [send/discard]: ", 1)
+		s.typeKeys("\x04")
+		code, text := s.exit()
+		gate := l.state(run).GetPendingGate().GetGateId()
+		want := devrunHead +
+			"→ [agent] draft: Draft the reply.\n" +
+			agentLabel + "\n" +
+			"  This prompt is closed: the claim it held on step 'draft' was removed by another process, and the step has not run.\n\n" +
+			"→ [agent] draft: Draft the reply.\n" +
+			agentLabel + `{"reply": "Sorry."}` + "\n" +
+			"  ✓ → running\n\n" +
+			"→ [gate] approve: Approve the reply.\n" +
+			"Question:\n" +
+			"  {\n" +
+			"    \"reply\": \"Sorry.\"\n" +
+			"  }\n" +
+			"  Choice [send/discard]: \n" +
+			"Prompt cancelled — detached from run '<run>' at step 'approve' (phase: gate_waiting). The run is saved.\n" +
+			"  Respond:   realm run respond <run> --gate <gate> --choice <one of: send, discard>\n" +
+			"  Inspect:   realm run inspect <run>\n"
+		if got := maskRunGate(text, run, gate); code != 1 || got != want {
 			t.Errorf("exit %d, transcript:\n%s\nwant exit 1 and:\n%s", code, got, want)
 		}
 	})
@@ -399,8 +499,20 @@ func TestWorkflowRunClosesTheAgentPromptOfAStepDoneElsewhere(t *testing.T) {
 		s := startSession(t, l.addr, "testdata/devrun")
 		s.waitFor(agentLabel, 1)
 		run := runIDIn(t, s.text())
-		// Another driver answers the step while the prompt waits.
-		resp, err := l.engine.ExecuteStep(l.ctx(), &realmv1.ExecuteStepRequest{RunId: run, Command: "draft",
+		// Another driver answers the step while the prompt waits. The
+		// prompt holds the claim, so only its token answers: the other
+		// driver reads it from the exported record (as a tool that copies
+		// it could).
+		exp, err := l.engine.ExportRun(l.ctx(), &realmv1.ExportRunRequest{RunId: run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?s)"claims":\s*\{\s*"draft":.*?"token":\s*"([^"]+)"`).FindSubmatch(exp.GetBundle())
+		if m == nil {
+			t.Fatalf("no claim on draft in the record:\n%s", exp.GetBundle())
+		}
+		token := string(m[1])
+		resp, err := l.engine.ExecuteStep(l.ctx(), &realmv1.ExecuteStepRequest{RunId: run, Command: "draft", ClaimToken: &token,
 			Params: mustStruct(t, map[string]any{"reply": "From elsewhere."}),
 			Caller: &realmv1.Caller{By: "other-bot", BySource: "ambient", Channel: realmv1.Channel_CHANNEL_AGENT}})
 		if err != nil || !succeeded(resp.GetReply()) {
@@ -485,4 +597,26 @@ func TestWorkflowRunRefusesBeforeAnyCall(t *testing.T) {
 			want(t, result{code: code, stdout: out.String(), stderr: errb.String()}, 1, "", c.stderr+"\n")
 		})
 	}
+}
+
+func TestWorkflowRunKilledLeavesTheClaimForReclaim(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, l *live) {
+		s := startSession(t, l.addr, "testdata/devrun")
+		s.waitFor(agentLabel, 1)
+		run := runIDIn(t, s.text())
+		if err := s.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		s.exit()
+		if st := l.state(run); len(st.GetInProgressSteps()) != 1 {
+			t.Fatalf("after SIGKILL: in progress %v, want the claim left on draft", st.GetInProgressSteps())
+		}
+		if r := l.realm(nil, "run", "reclaim", run, "--step", "draft", "--force"); r.code != 0 || !strings.Contains(r.stdout, "Reclaimed 'draft' (was claim_unknown_age).") {
+			t.Errorf("reclaim: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if st := l.state(run); len(st.GetInProgressSteps()) != 0 {
+			t.Errorf("after reclaim: in progress %v, want none", st.GetInProgressSteps())
+		}
+	})
 }

@@ -22,6 +22,7 @@ func (e *Engine) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepReques
 	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
 		t.compose = nil
 		t.caller = req.GetCaller()
+		t.claimToken = req.GetClaimToken()
 		t.traceIn, t.nonce, t.usage = req.GetTrace(), req.GetWriterNonce(), req.GetUsage()
 		return t.execute(command, answer, req.GetCaller())
 	})
@@ -99,7 +100,7 @@ func (t *txn) execute(command string, answer map[string]any, caller *realmv1.Cal
 		}
 		return nil
 	}
-	if why := t.notCallable(s); why != "" {
+	if why := t.notCallableBy(s); why != "" {
 		t.compose = func() *realmv1.Reply { return t.blockedReply(command, why) }
 		return nil
 	}
@@ -124,6 +125,23 @@ func (t *txn) execute(command string, answer map[string]any, caller *realmv1.Cal
 	return nil
 }
 
+// notCallableBy is notCallable for this call: an agent step in flight
+// under the claim whose token the caller presents is its to answer, and a
+// token the step no longer carries answers nothing (the claim was freed,
+// so what was typed under it is not recorded).
+func (t *txn) notCallableBy(s *workflow.Step) string {
+	if t.claimToken == "" {
+		return t.notCallable(s)
+	}
+	if t.heldClaim(s, t.claimToken) {
+		return ""
+	}
+	if why := t.notCallable(s); why != "" {
+		return why
+	}
+	return "the claim this call held on it was removed by another process (its claim_token is no longer the step's claim)"
+}
+
 // notCallable says why a step cannot be called now, or "".
 func (t *txn) notCallable(s *workflow.Step) string {
 	switch t.run.StateOf(s.Name) {
@@ -137,7 +155,7 @@ func (t *txn) notCallable(s *workflow.Step) string {
 		if g := t.run.PendingGate; g != nil && g.StepName == s.Name {
 			return fmt.Sprintf("its question is open (choices: %s) — answer it with submit_human_response", joinComma(g.Choices))
 		}
-		return "it is in flight elsewhere"
+		return "it is in flight (claimed by another call)"
 	}
 	switch s.Execution {
 	case workflow.KindGuard:

@@ -96,7 +96,7 @@ func (t *txn) enactExpiry(via string) *expiry {
 		if c := t.run.Claims[g.StepName]; c != nil {
 			token = &c.Token
 		}
-		t.run.ResolvedGates[g.GateID] = &record.ResolvedGate{Step: g.StepName, Choice: g.DefaultChoice, ResolvedBy: "timeout", ExpiredAt: g.ExpiresAt}
+		t.run.ResolvedGates[g.GateID] = &record.ResolvedGate{Step: g.StepName, Choice: g.DefaultChoice, ResolvedBy: "timeout", ExpiredAt: g.ExpiresAt, EnactedVia: via}
 		t.setOutput(g.StepName, out)
 		t.run.MarkCompleted(g.StepName, &record.Settled{Token: token, Outcome: "gate", Choice: g.DefaultChoice, ResolvedBy: "timeout"})
 		t.appendEvidence(e)
@@ -106,7 +106,7 @@ func (t *txn) enactExpiry(via string) *expiry {
 		t.expiryLine = line
 		t.warnings = append(t.warnings, line)
 	case "abort":
-		t.run.ResolvedGates[g.GateID] = &record.ResolvedGate{Step: g.StepName, ResolvedBy: "timeout", ExpiredAt: g.ExpiresAt}
+		t.run.ResolvedGates[g.GateID] = &record.ResolvedGate{Step: g.StepName, ResolvedBy: "timeout", ExpiredAt: g.ExpiresAt, EnactedVia: via}
 		t.run.MarkSkipped(g.StepName, &record.SkipDetail{Kind: "gate_expired", GateID: g.GateID})
 		t.abortRest("gate_cancelled_by_abort")
 		t.run.Seal("gate_expiry_abort", g.StepName, fmt.Sprintf("Gate '%s' expired and the run aborted per the workflow's declared on_expiry.", g.StepName))

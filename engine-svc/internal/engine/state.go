@@ -241,6 +241,14 @@ func (e *Engine) AdvanceRun(ctx context.Context, req *realmv1.AdvanceRunRequest)
 		if req.GetCaller().GetChannel() == realmv1.Channel_CHANNEL_RUN {
 			via = "advance" // the CLI's word for the act
 		}
+		if req.GetExpiryTimer() {
+			// The attending process's timer is a door for the expiry
+			// only: with no question's time up it does nothing else.
+			via = "timer"
+			if _, _, due := t.expiredGate(); !due {
+				return nil
+			}
+		}
 		t.expired = t.enactExpiry(via)
 		t.advance(advanceOpts{decideGuards: true, chain: true})
 		return nil

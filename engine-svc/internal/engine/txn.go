@@ -61,6 +61,9 @@ type txn struct {
 	openedGate string
 	// caller is the program behind the act, stamped on claims.
 	caller *realmv1.Caller
+	// claimToken is the claim execute_step's caller says it holds on the
+	// step it answers (ClaimStep).
+	claimToken string
 	// gateErr is a gate message that could not be rendered.
 	gateErr     error
 	gateErrStep string

@@ -195,6 +195,9 @@ type ResolvedGate struct {
 	ResolvedBy string `json:"resolved_by,omitempty"`
 	ExpiredAt  string `json:"expired_at,omitempty"`
 	Token      string `json:"token,omitempty"`
+	// EnactedVia names the act that carried out an expired question
+	// (respond, advance, timer, sweeper, …).
+	EnactedVia string `json:"enacted_via,omitempty"`
 }
 
 // Seal is the machine-readable ending of a run.

@@ -216,6 +216,27 @@ func (s *Server) ReclaimRun(ctx context.Context, req *realmv1.ReclaimRunRequest)
 	return resp, grpcErr(err)
 }
 
+func (s *Server) ClaimStep(ctx context.Context, req *realmv1.ClaimStepRequest) (*realmv1.ClaimStepResponse, error) {
+	if err := required("run_id", req.GetRunId()); err != nil {
+		return nil, err
+	}
+	if err := required("step", req.GetStep()); err != nil {
+		return nil, err
+	}
+	resp, err := s.e.ClaimStep(ctx, req)
+	return resp, grpcErr(err)
+}
+
+func (s *Server) ReleaseClaim(ctx context.Context, req *realmv1.ReleaseClaimRequest) (*realmv1.ReleaseClaimResponse, error) {
+	for _, f := range [][2]string{{"run_id", req.GetRunId()}, {"step", req.GetStep()}, {"claim_token", req.GetClaimToken()}} {
+		if err := required(f[0], f[1]); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := s.e.ReleaseClaim(ctx, req)
+	return resp, grpcErr(err)
+}
+
 func (s *Server) RecordDriveFailure(ctx context.Context, req *realmv1.RecordDriveFailureRequest) (*realmv1.RecordDriveFailureResponse, error) {
 	if err := required("run_id", req.GetRunId()); err != nil {
 		return nil, err

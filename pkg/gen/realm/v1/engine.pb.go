@@ -1567,7 +1567,11 @@ type ExecuteStepRequest struct {
 	Caller      *Caller                `protobuf:"bytes,6,opt,name=caller,proto3" json:"caller,omitempty"`
 	// usage is what the model requests behind this answer reported, when
 	// Realm's own driver made them (one entry per request).
-	Usage         []*ModelUsage `protobuf:"bytes,7,rep,name=usage,proto3" json:"usage,omitempty"`
+	Usage []*ModelUsage `protobuf:"bytes,7,rep,name=usage,proto3" json:"usage,omitempty"`
+	// claim_token is the token of the step's claim this caller holds
+	// (ClaimStep): the answer is taken over that claim. A step in flight is
+	// answered only with its claim's token.
+	ClaimToken    *string `protobuf:"bytes,8,opt,name=claim_token,json=claimToken,proto3,oneof" json:"claim_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1649,6 +1653,13 @@ func (x *ExecuteStepRequest) GetUsage() []*ModelUsage {
 		return x.Usage
 	}
 	return nil
+}
+
+func (x *ExecuteStepRequest) GetClaimToken() string {
+	if x != nil && x.ClaimToken != nil {
+		return *x.ClaimToken
+	}
+	return ""
 }
 
 type ExecuteStepResponse struct {
@@ -1836,8 +1847,13 @@ type AdvanceRunRequest struct {
 	RunId            string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	UnknownArguments []string               `protobuf:"bytes,2,rep,name=unknown_arguments,json=unknownArguments,proto3" json:"unknown_arguments,omitempty"`
 	Caller           *Caller                `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// expiry_timer says the call is the attending process's timer that saw
+	// the open question's time run out (enacted_via: timer). It carries out
+	// only an expired question (and what its answer leaves owed); when no
+	// question's time is up it changes nothing.
+	ExpiryTimer   bool `protobuf:"varint,4,opt,name=expiry_timer,json=expiryTimer,proto3" json:"expiry_timer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AdvanceRunRequest) Reset() {
@@ -1889,6 +1905,13 @@ func (x *AdvanceRunRequest) GetCaller() *Caller {
 		return x.Caller
 	}
 	return nil
+}
+
+func (x *AdvanceRunRequest) GetExpiryTimer() bool {
+	if x != nil {
+		return x.ExpiryTimer
+	}
+	return false
 }
 
 type AdvanceRunResponse struct {
@@ -3756,6 +3779,250 @@ func (x *ReclaimRunResponse) GetStepIdempotent() bool {
 	return false
 }
 
+type ClaimStepRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Step          string                 `protobuf:"bytes,2,opt,name=step,proto3" json:"step,omitempty"`
+	Caller        *Caller                `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimStepRequest) Reset() {
+	*x = ClaimStepRequest{}
+	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimStepRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimStepRequest) ProtoMessage() {}
+
+func (x *ClaimStepRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimStepRequest.ProtoReflect.Descriptor instead.
+func (*ClaimStepRequest) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ClaimStepRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ClaimStepRequest) GetStep() string {
+	if x != nil {
+		return x.Step
+	}
+	return ""
+}
+
+func (x *ClaimStepRequest) GetCaller() *Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+type ClaimStepResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reply is ok when the claim was taken, blocked when the step cannot be
+	// claimed now (in flight, settled, not ready, not an agent step).
+	Reply *Reply `protobuf:"bytes,1,opt,name=reply,proto3" json:"reply,omitempty"`
+	// claim_token is the claim's token, to answer with or release.
+	ClaimToken    string                 `protobuf:"bytes,2,opt,name=claim_token,json=claimToken,proto3" json:"claim_token,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimStepResponse) Reset() {
+	*x = ClaimStepResponse{}
+	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimStepResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimStepResponse) ProtoMessage() {}
+
+func (x *ClaimStepResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimStepResponse.ProtoReflect.Descriptor instead.
+func (*ClaimStepResponse) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ClaimStepResponse) GetReply() *Reply {
+	if x != nil {
+		return x.Reply
+	}
+	return nil
+}
+
+func (x *ClaimStepResponse) GetClaimToken() string {
+	if x != nil {
+		return x.ClaimToken
+	}
+	return ""
+}
+
+func (x *ClaimStepResponse) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+type ReleaseClaimRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Step          string                 `protobuf:"bytes,2,opt,name=step,proto3" json:"step,omitempty"`
+	ClaimToken    string                 `protobuf:"bytes,3,opt,name=claim_token,json=claimToken,proto3" json:"claim_token,omitempty"`
+	Caller        *Caller                `protobuf:"bytes,4,opt,name=caller,proto3" json:"caller,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseClaimRequest) Reset() {
+	*x = ReleaseClaimRequest{}
+	mi := &file_realm_v1_engine_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseClaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseClaimRequest) ProtoMessage() {}
+
+func (x *ReleaseClaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseClaimRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseClaimRequest) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ReleaseClaimRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ReleaseClaimRequest) GetStep() string {
+	if x != nil {
+		return x.Step
+	}
+	return ""
+}
+
+func (x *ReleaseClaimRequest) GetClaimToken() string {
+	if x != nil {
+		return x.ClaimToken
+	}
+	return ""
+}
+
+func (x *ReleaseClaimRequest) GetCaller() *Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+type ReleaseClaimResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Reply *Reply                 `protobuf:"bytes,1,opt,name=reply,proto3" json:"reply,omitempty"`
+	// released is false when the token was no longer the step's claim.
+	Released      bool `protobuf:"varint,2,opt,name=released,proto3" json:"released,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseClaimResponse) Reset() {
+	*x = ReleaseClaimResponse{}
+	mi := &file_realm_v1_engine_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseClaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseClaimResponse) ProtoMessage() {}
+
+func (x *ReleaseClaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseClaimResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseClaimResponse) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ReleaseClaimResponse) GetReply() *Reply {
+	if x != nil {
+		return x.Reply
+	}
+	return nil
+}
+
+func (x *ReleaseClaimResponse) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
 type RecordDriveFailureRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -3767,7 +4034,7 @@ type RecordDriveFailureRequest struct {
 
 func (x *RecordDriveFailureRequest) Reset() {
 	*x = RecordDriveFailureRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	mi := &file_realm_v1_engine_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3779,7 +4046,7 @@ func (x *RecordDriveFailureRequest) String() string {
 func (*RecordDriveFailureRequest) ProtoMessage() {}
 
 func (x *RecordDriveFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	mi := &file_realm_v1_engine_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3792,7 +4059,7 @@ func (x *RecordDriveFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordDriveFailureRequest.ProtoReflect.Descriptor instead.
 func (*RecordDriveFailureRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{53}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RecordDriveFailureRequest) GetRunId() string {
@@ -3825,7 +4092,7 @@ type RecordDriveFailureResponse struct {
 
 func (x *RecordDriveFailureResponse) Reset() {
 	*x = RecordDriveFailureResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	mi := &file_realm_v1_engine_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3837,7 +4104,7 @@ func (x *RecordDriveFailureResponse) String() string {
 func (*RecordDriveFailureResponse) ProtoMessage() {}
 
 func (x *RecordDriveFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	mi := &file_realm_v1_engine_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3850,7 +4117,7 @@ func (x *RecordDriveFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordDriveFailureResponse.ProtoReflect.Descriptor instead.
 func (*RecordDriveFailureResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{54}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RecordDriveFailureResponse) GetRunVersion() int64 {
@@ -3872,7 +4139,7 @@ type SealSpawnFailureRequest struct {
 
 func (x *SealSpawnFailureRequest) Reset() {
 	*x = SealSpawnFailureRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[55]
+	mi := &file_realm_v1_engine_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3884,7 +4151,7 @@ func (x *SealSpawnFailureRequest) String() string {
 func (*SealSpawnFailureRequest) ProtoMessage() {}
 
 func (x *SealSpawnFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[55]
+	mi := &file_realm_v1_engine_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3897,7 +4164,7 @@ func (x *SealSpawnFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSpawnFailureRequest.ProtoReflect.Descriptor instead.
 func (*SealSpawnFailureRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{55}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SealSpawnFailureRequest) GetRunId() string {
@@ -3930,7 +4197,7 @@ type SealSpawnFailureResponse struct {
 
 func (x *SealSpawnFailureResponse) Reset() {
 	*x = SealSpawnFailureResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[56]
+	mi := &file_realm_v1_engine_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3942,7 +4209,7 @@ func (x *SealSpawnFailureResponse) String() string {
 func (*SealSpawnFailureResponse) ProtoMessage() {}
 
 func (x *SealSpawnFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[56]
+	mi := &file_realm_v1_engine_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3955,7 +4222,7 @@ func (x *SealSpawnFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSpawnFailureResponse.ProtoReflect.Descriptor instead.
 func (*SealSpawnFailureResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{56}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SealSpawnFailureResponse) GetRunPhase() RunPhase {
@@ -3983,7 +4250,7 @@ type GcRunsRequest struct {
 
 func (x *GcRunsRequest) Reset() {
 	*x = GcRunsRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[57]
+	mi := &file_realm_v1_engine_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3995,7 +4262,7 @@ func (x *GcRunsRequest) String() string {
 func (*GcRunsRequest) ProtoMessage() {}
 
 func (x *GcRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[57]
+	mi := &file_realm_v1_engine_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4008,7 +4275,7 @@ func (x *GcRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRunsRequest.ProtoReflect.Descriptor instead.
 func (*GcRunsRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{57}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GcRunsRequest) GetSweep() bool {
@@ -4053,7 +4320,7 @@ type Residue struct {
 
 func (x *Residue) Reset() {
 	*x = Residue{}
-	mi := &file_realm_v1_engine_proto_msgTypes[58]
+	mi := &file_realm_v1_engine_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4065,7 +4332,7 @@ func (x *Residue) String() string {
 func (*Residue) ProtoMessage() {}
 
 func (x *Residue) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[58]
+	mi := &file_realm_v1_engine_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4078,7 +4345,7 @@ func (x *Residue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Residue.ProtoReflect.Descriptor instead.
 func (*Residue) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{58}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Residue) GetKind() string {
@@ -4114,7 +4381,7 @@ type StaleRun struct {
 
 func (x *StaleRun) Reset() {
 	*x = StaleRun{}
-	mi := &file_realm_v1_engine_proto_msgTypes[59]
+	mi := &file_realm_v1_engine_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4126,7 +4393,7 @@ func (x *StaleRun) String() string {
 func (*StaleRun) ProtoMessage() {}
 
 func (x *StaleRun) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[59]
+	mi := &file_realm_v1_engine_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4139,7 +4406,7 @@ func (x *StaleRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaleRun.ProtoReflect.Descriptor instead.
 func (*StaleRun) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{59}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *StaleRun) GetRunId() string {
@@ -4175,7 +4442,7 @@ type GcRunsResponse struct {
 
 func (x *GcRunsResponse) Reset() {
 	*x = GcRunsResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[60]
+	mi := &file_realm_v1_engine_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4187,7 +4454,7 @@ func (x *GcRunsResponse) String() string {
 func (*GcRunsResponse) ProtoMessage() {}
 
 func (x *GcRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[60]
+	mi := &file_realm_v1_engine_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4200,7 +4467,7 @@ func (x *GcRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRunsResponse.ProtoReflect.Descriptor instead.
 func (*GcRunsResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{60}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GcRunsResponse) GetResidue() []*Residue {
@@ -4277,7 +4544,7 @@ type ReconcileKeysRequest struct {
 
 func (x *ReconcileKeysRequest) Reset() {
 	*x = ReconcileKeysRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[61]
+	mi := &file_realm_v1_engine_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4289,7 +4556,7 @@ func (x *ReconcileKeysRequest) String() string {
 func (*ReconcileKeysRequest) ProtoMessage() {}
 
 func (x *ReconcileKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[61]
+	mi := &file_realm_v1_engine_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4302,7 +4569,7 @@ func (x *ReconcileKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileKeysRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileKeysRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{61}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ReconcileKeysRequest) GetWorkflowId() string {
@@ -4333,7 +4600,7 @@ type DuplicateKeyGroup struct {
 
 func (x *DuplicateKeyGroup) Reset() {
 	*x = DuplicateKeyGroup{}
-	mi := &file_realm_v1_engine_proto_msgTypes[62]
+	mi := &file_realm_v1_engine_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4345,7 +4612,7 @@ func (x *DuplicateKeyGroup) String() string {
 func (*DuplicateKeyGroup) ProtoMessage() {}
 
 func (x *DuplicateKeyGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[62]
+	mi := &file_realm_v1_engine_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4358,7 +4625,7 @@ func (x *DuplicateKeyGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DuplicateKeyGroup.ProtoReflect.Descriptor instead.
 func (*DuplicateKeyGroup) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{62}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DuplicateKeyGroup) GetWorkflowId() string {
@@ -4402,7 +4669,7 @@ type ReconcileKeysResponse struct {
 
 func (x *ReconcileKeysResponse) Reset() {
 	*x = ReconcileKeysResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[63]
+	mi := &file_realm_v1_engine_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4414,7 +4681,7 @@ func (x *ReconcileKeysResponse) String() string {
 func (*ReconcileKeysResponse) ProtoMessage() {}
 
 func (x *ReconcileKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[63]
+	mi := &file_realm_v1_engine_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4427,7 +4694,7 @@ func (x *ReconcileKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileKeysResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileKeysResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{63}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ReconcileKeysResponse) GetWritten() int32 {
@@ -4467,7 +4734,7 @@ type StampSealsRequest struct {
 
 func (x *StampSealsRequest) Reset() {
 	*x = StampSealsRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[64]
+	mi := &file_realm_v1_engine_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4479,7 +4746,7 @@ func (x *StampSealsRequest) String() string {
 func (*StampSealsRequest) ProtoMessage() {}
 
 func (x *StampSealsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[64]
+	mi := &file_realm_v1_engine_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4492,7 +4759,7 @@ func (x *StampSealsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampSealsRequest.ProtoReflect.Descriptor instead.
 func (*StampSealsRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{64}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *StampSealsRequest) GetForce() bool {
@@ -4516,7 +4783,7 @@ type SealFinding struct {
 
 func (x *SealFinding) Reset() {
 	*x = SealFinding{}
-	mi := &file_realm_v1_engine_proto_msgTypes[65]
+	mi := &file_realm_v1_engine_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4528,7 +4795,7 @@ func (x *SealFinding) String() string {
 func (*SealFinding) ProtoMessage() {}
 
 func (x *SealFinding) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[65]
+	mi := &file_realm_v1_engine_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4541,7 +4808,7 @@ func (x *SealFinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealFinding.ProtoReflect.Descriptor instead.
 func (*SealFinding) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{65}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SealFinding) GetRunId() string {
@@ -4589,7 +4856,7 @@ type StampSealsResponse struct {
 
 func (x *StampSealsResponse) Reset() {
 	*x = StampSealsResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[66]
+	mi := &file_realm_v1_engine_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4601,7 +4868,7 @@ func (x *StampSealsResponse) String() string {
 func (*StampSealsResponse) ProtoMessage() {}
 
 func (x *StampSealsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[66]
+	mi := &file_realm_v1_engine_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4614,7 +4881,7 @@ func (x *StampSealsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampSealsResponse.ProtoReflect.Descriptor instead.
 func (*StampSealsResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{66}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *StampSealsResponse) GetStamped() []*SealFinding {
@@ -4681,7 +4948,7 @@ type MigrateWorkflowsRequest struct {
 
 func (x *MigrateWorkflowsRequest) Reset() {
 	*x = MigrateWorkflowsRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[67]
+	mi := &file_realm_v1_engine_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4693,7 +4960,7 @@ func (x *MigrateWorkflowsRequest) String() string {
 func (*MigrateWorkflowsRequest) ProtoMessage() {}
 
 func (x *MigrateWorkflowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[67]
+	mi := &file_realm_v1_engine_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4706,7 +4973,7 @@ func (x *MigrateWorkflowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*MigrateWorkflowsRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{67}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{71}
 }
 
 type MigrateWorkflowsResponse struct {
@@ -4719,7 +4986,7 @@ type MigrateWorkflowsResponse struct {
 
 func (x *MigrateWorkflowsResponse) Reset() {
 	*x = MigrateWorkflowsResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[68]
+	mi := &file_realm_v1_engine_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4731,7 +4998,7 @@ func (x *MigrateWorkflowsResponse) String() string {
 func (*MigrateWorkflowsResponse) ProtoMessage() {}
 
 func (x *MigrateWorkflowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[68]
+	mi := &file_realm_v1_engine_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4744,7 +5011,7 @@ func (x *MigrateWorkflowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateWorkflowsResponse.ProtoReflect.Descriptor instead.
 func (*MigrateWorkflowsResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{68}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *MigrateWorkflowsResponse) GetMigrated() int32 {
@@ -4897,7 +5164,7 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"TraceEntry\x12\x14\n" +
 	"\x05event\x18\x01 \x01(\tR\x05event\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\tR\ttimestamp\x12+\n" +
-	"\x04data\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04data\"\x9b\x02\n" +
+	"\x04data\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04data\"\xd1\x02\n" +
 	"\x12ExecuteStepRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x12/\n" +
@@ -4905,7 +5172,10 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x05trace\x18\x04 \x03(\v2\x14.realm.v1.TraceEntryR\x05trace\x12!\n" +
 	"\fwriter_nonce\x18\x05 \x01(\tR\vwriterNonce\x12(\n" +
 	"\x06caller\x18\x06 \x01(\v2\x10.realm.v1.CallerR\x06caller\x12*\n" +
-	"\x05usage\x18\a \x03(\v2\x14.realm.v1.ModelUsageR\x05usage\"<\n" +
+	"\x05usage\x18\a \x03(\v2\x14.realm.v1.ModelUsageR\x05usage\x12$\n" +
+	"\vclaim_token\x18\b \x01(\tH\x00R\n" +
+	"claimToken\x88\x01\x01B\x0e\n" +
+	"\f_claim_token\"<\n" +
 	"\x13ExecuteStepResponse\x12%\n" +
 	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\xaa\x02\n" +
 	"\x1aSubmitHumanResponseRequest\x12\x15\n" +
@@ -4920,11 +5190,12 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\r_responded_byB\x0e\n" +
 	"\f_claim_token\"D\n" +
 	"\x1bSubmitHumanResponseResponse\x12%\n" +
-	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\x81\x01\n" +
+	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\xa4\x01\n" +
 	"\x11AdvanceRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12+\n" +
 	"\x11unknown_arguments\x18\x02 \x03(\tR\x10unknownArguments\x12(\n" +
-	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\";\n" +
+	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\x12!\n" +
+	"\fexpiry_timer\x18\x04 \x01(\bR\vexpiryTimer\";\n" +
 	"\x12AdvanceRunResponse\x12%\n" +
 	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"P\n" +
 	"\x12GetRunStateRequest\x12\x15\n" +
@@ -5099,7 +5370,25 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x0fonly_idempotent\x18\x05 \x01(\bR\x0eonlyIdempotent\"d\n" +
 	"\x12ReclaimRunResponse\x12%\n" +
 	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\x12'\n" +
-	"\x0fstep_idempotent\x18\x02 \x01(\bR\x0estepIdempotent\"\x8e\x01\n" +
+	"\x0fstep_idempotent\x18\x02 \x01(\bR\x0estepIdempotent\"g\n" +
+	"\x10ClaimStepRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
+	"\x04step\x18\x02 \x01(\tR\x04step\x12(\n" +
+	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\"\x8d\x01\n" +
+	"\x11ClaimStepResponse\x12%\n" +
+	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\x12\x1f\n" +
+	"\vclaim_token\x18\x02 \x01(\tR\n" +
+	"claimToken\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x8b\x01\n" +
+	"\x13ReleaseClaimRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
+	"\x04step\x18\x02 \x01(\tR\x04step\x12\x1f\n" +
+	"\vclaim_token\x18\x03 \x01(\tR\n" +
+	"claimToken\x12(\n" +
+	"\x06caller\x18\x04 \x01(\v2\x10.realm.v1.CallerR\x06caller\"Y\n" +
+	"\x14ReleaseClaimResponse\x12%\n" +
+	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\x12\x1a\n" +
+	"\breleased\x18\x02 \x01(\bR\breleased\"\x8e\x01\n" +
 	"\x19RecordDriveFailureRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x120\n" +
 	"\afailure\x18\x02 \x01(\v2\x16.realm.v1.DriveFailureR\afailure\x12(\n" +
@@ -5176,7 +5465,7 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x18MigrateWorkflowsResponse\x12\x1a\n" +
 	"\bmigrated\x18\x01 \x01(\x05R\bmigrated\x12\x1c\n" +
 	"\n" +
-	"up_to_date\x18\x02 \x01(\x05R\bupToDate2\x95\x10\n" +
+	"up_to_date\x18\x02 \x01(\x05R\bupToDate2\xaa\x11\n" +
 	"\rEngineService\x12Y\n" +
 	"\x10ValidateWorkflow\x12!.realm.v1.ValidateWorkflowRequest\x1a\".realm.v1.ValidateWorkflowResponse\x12Y\n" +
 	"\x10RegisterWorkflow\x12!.realm.v1.RegisterWorkflowRequest\x1a\".realm.v1.RegisterWorkflowResponse\x12P\n" +
@@ -5201,7 +5490,9 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\bDrainRun\x12\x19.realm.v1.DrainRunRequest\x1a\x1a.realm.v1.DrainRunResponse\x12A\n" +
 	"\bPurgeRun\x12\x19.realm.v1.PurgeRunRequest\x1a\x1a.realm.v1.PurgeRunResponse\x12G\n" +
 	"\n" +
-	"ReclaimRun\x12\x1b.realm.v1.ReclaimRunRequest\x1a\x1c.realm.v1.ReclaimRunResponse\x12_\n" +
+	"ReclaimRun\x12\x1b.realm.v1.ReclaimRunRequest\x1a\x1c.realm.v1.ReclaimRunResponse\x12D\n" +
+	"\tClaimStep\x12\x1a.realm.v1.ClaimStepRequest\x1a\x1b.realm.v1.ClaimStepResponse\x12M\n" +
+	"\fReleaseClaim\x12\x1d.realm.v1.ReleaseClaimRequest\x1a\x1e.realm.v1.ReleaseClaimResponse\x12_\n" +
 	"\x12RecordDriveFailure\x12#.realm.v1.RecordDriveFailureRequest\x1a$.realm.v1.RecordDriveFailureResponse\x12Y\n" +
 	"\x10SealSpawnFailure\x12!.realm.v1.SealSpawnFailureRequest\x1a\".realm.v1.SealSpawnFailureResponse\x12;\n" +
 	"\x06GcRuns\x12\x17.realm.v1.GcRunsRequest\x1a\x18.realm.v1.GcRunsResponse\x12P\n" +
@@ -5222,7 +5513,7 @@ func file_realm_v1_engine_proto_rawDescGZIP() []byte {
 	return file_realm_v1_engine_proto_rawDescData
 }
 
-var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_realm_v1_engine_proto_goTypes = []any{
 	(*WorkflowSource)(nil),              // 0: realm.v1.WorkflowSource
 	(*Diagnostic)(nil),                  // 1: realm.v1.Diagnostic
@@ -5277,176 +5568,189 @@ var file_realm_v1_engine_proto_goTypes = []any{
 	(*PurgeRunResponse)(nil),            // 50: realm.v1.PurgeRunResponse
 	(*ReclaimRunRequest)(nil),           // 51: realm.v1.ReclaimRunRequest
 	(*ReclaimRunResponse)(nil),          // 52: realm.v1.ReclaimRunResponse
-	(*RecordDriveFailureRequest)(nil),   // 53: realm.v1.RecordDriveFailureRequest
-	(*RecordDriveFailureResponse)(nil),  // 54: realm.v1.RecordDriveFailureResponse
-	(*SealSpawnFailureRequest)(nil),     // 55: realm.v1.SealSpawnFailureRequest
-	(*SealSpawnFailureResponse)(nil),    // 56: realm.v1.SealSpawnFailureResponse
-	(*GcRunsRequest)(nil),               // 57: realm.v1.GcRunsRequest
-	(*Residue)(nil),                     // 58: realm.v1.Residue
-	(*StaleRun)(nil),                    // 59: realm.v1.StaleRun
-	(*GcRunsResponse)(nil),              // 60: realm.v1.GcRunsResponse
-	(*ReconcileKeysRequest)(nil),        // 61: realm.v1.ReconcileKeysRequest
-	(*DuplicateKeyGroup)(nil),           // 62: realm.v1.DuplicateKeyGroup
-	(*ReconcileKeysResponse)(nil),       // 63: realm.v1.ReconcileKeysResponse
-	(*StampSealsRequest)(nil),           // 64: realm.v1.StampSealsRequest
-	(*SealFinding)(nil),                 // 65: realm.v1.SealFinding
-	(*StampSealsResponse)(nil),          // 66: realm.v1.StampSealsResponse
-	(*MigrateWorkflowsRequest)(nil),     // 67: realm.v1.MigrateWorkflowsRequest
-	(*MigrateWorkflowsResponse)(nil),    // 68: realm.v1.MigrateWorkflowsResponse
-	nil,                                 // 69: realm.v1.WorkflowSource.FilesEntry
-	(*timestamppb.Timestamp)(nil),       // 70: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 71: google.protobuf.Struct
-	(*structpb.ListValue)(nil),          // 72: google.protobuf.ListValue
-	(*Caller)(nil),                      // 73: realm.v1.Caller
-	(*Reply)(nil),                       // 74: realm.v1.Reply
-	(RunPhase)(0),                       // 75: realm.v1.RunPhase
-	(*NextAction)(nil),                  // 76: realm.v1.NextAction
-	(*ModelUsage)(nil),                  // 77: realm.v1.ModelUsage
-	(*structpb.Value)(nil),              // 78: google.protobuf.Value
-	(*DriveFailure)(nil),                // 79: realm.v1.DriveFailure
+	(*ClaimStepRequest)(nil),            // 53: realm.v1.ClaimStepRequest
+	(*ClaimStepResponse)(nil),           // 54: realm.v1.ClaimStepResponse
+	(*ReleaseClaimRequest)(nil),         // 55: realm.v1.ReleaseClaimRequest
+	(*ReleaseClaimResponse)(nil),        // 56: realm.v1.ReleaseClaimResponse
+	(*RecordDriveFailureRequest)(nil),   // 57: realm.v1.RecordDriveFailureRequest
+	(*RecordDriveFailureResponse)(nil),  // 58: realm.v1.RecordDriveFailureResponse
+	(*SealSpawnFailureRequest)(nil),     // 59: realm.v1.SealSpawnFailureRequest
+	(*SealSpawnFailureResponse)(nil),    // 60: realm.v1.SealSpawnFailureResponse
+	(*GcRunsRequest)(nil),               // 61: realm.v1.GcRunsRequest
+	(*Residue)(nil),                     // 62: realm.v1.Residue
+	(*StaleRun)(nil),                    // 63: realm.v1.StaleRun
+	(*GcRunsResponse)(nil),              // 64: realm.v1.GcRunsResponse
+	(*ReconcileKeysRequest)(nil),        // 65: realm.v1.ReconcileKeysRequest
+	(*DuplicateKeyGroup)(nil),           // 66: realm.v1.DuplicateKeyGroup
+	(*ReconcileKeysResponse)(nil),       // 67: realm.v1.ReconcileKeysResponse
+	(*StampSealsRequest)(nil),           // 68: realm.v1.StampSealsRequest
+	(*SealFinding)(nil),                 // 69: realm.v1.SealFinding
+	(*StampSealsResponse)(nil),          // 70: realm.v1.StampSealsResponse
+	(*MigrateWorkflowsRequest)(nil),     // 71: realm.v1.MigrateWorkflowsRequest
+	(*MigrateWorkflowsResponse)(nil),    // 72: realm.v1.MigrateWorkflowsResponse
+	nil,                                 // 73: realm.v1.WorkflowSource.FilesEntry
+	(*timestamppb.Timestamp)(nil),       // 74: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 75: google.protobuf.Struct
+	(*structpb.ListValue)(nil),          // 76: google.protobuf.ListValue
+	(*Caller)(nil),                      // 77: realm.v1.Caller
+	(*Reply)(nil),                       // 78: realm.v1.Reply
+	(RunPhase)(0),                       // 79: realm.v1.RunPhase
+	(*NextAction)(nil),                  // 80: realm.v1.NextAction
+	(*ModelUsage)(nil),                  // 81: realm.v1.ModelUsage
+	(*structpb.Value)(nil),              // 82: google.protobuf.Value
+	(*DriveFailure)(nil),                // 83: realm.v1.DriveFailure
 }
 var file_realm_v1_engine_proto_depIdxs = []int32{
-	69,  // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
+	73,  // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
 	1,   // 1: realm.v1.WorkflowReport.diagnostics:type_name -> realm.v1.Diagnostic
 	0,   // 2: realm.v1.ValidateWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
 	2,   // 3: realm.v1.ValidateWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
 	0,   // 4: realm.v1.RegisterWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
 	2,   // 5: realm.v1.RegisterWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
-	70,  // 6: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
-	71,  // 7: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
+	74,  // 6: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
+	75,  // 7: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
 	8,   // 8: realm.v1.ListWorkflowsResponse.workflows:type_name -> realm.v1.WorkflowSummary
 	9,   // 9: realm.v1.ListWorkflowsResponse.unreadable:type_name -> realm.v1.UnreadableWorkflow
-	71,  // 10: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
-	72,  // 11: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
-	71,  // 12: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
-	73,  // 13: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
-	74,  // 14: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
-	71,  // 15: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
-	73,  // 16: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
-	74,  // 17: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
-	71,  // 18: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
+	75,  // 10: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
+	76,  // 11: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
+	75,  // 12: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
+	77,  // 13: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
+	78,  // 14: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
+	75,  // 15: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
+	77,  // 16: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
+	78,  // 17: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
+	75,  // 18: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
 	17,  // 19: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
-	73,  // 20: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
-	71,  // 21: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
-	75,  // 22: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
-	76,  // 23: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
+	77,  // 20: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
+	75,  // 21: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
+	79,  // 22: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
+	80,  // 23: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
 	19,  // 24: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
 	20,  // 25: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
-	74,  // 26: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
-	71,  // 27: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
-	71,  // 28: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
+	78,  // 26: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
+	75,  // 27: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
+	75,  // 28: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
 	22,  // 29: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
-	73,  // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
-	77,  // 31: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
-	74,  // 32: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
-	73,  // 33: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
-	74,  // 34: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
-	73,  // 35: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
-	74,  // 36: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
-	78,  // 37: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
-	70,  // 38: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
-	71,  // 39: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
-	70,  // 40: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
-	75,  // 41: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
+	77,  // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
+	81,  // 31: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
+	78,  // 32: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
+	77,  // 33: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
+	78,  // 34: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
+	77,  // 35: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
+	78,  // 36: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
+	82,  // 37: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
+	74,  // 38: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
+	75,  // 39: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
+	74,  // 40: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
+	79,  // 41: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
 	30,  // 42: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
-	70,  // 43: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
-	70,  // 44: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
-	71,  // 45: realm.v1.RunState.params:type_name -> google.protobuf.Struct
-	76,  // 46: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
-	71,  // 47: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
-	71,  // 48: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
-	71,  // 49: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
+	74,  // 43: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
+	74,  // 44: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
+	75,  // 45: realm.v1.RunState.params:type_name -> google.protobuf.Struct
+	80,  // 46: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
+	75,  // 47: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
+	75,  // 48: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
+	75,  // 49: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
 	31,  // 50: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
-	74,  // 51: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
-	73,  // 52: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
-	75,  // 53: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
-	74,  // 54: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
+	78,  // 51: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
+	77,  // 52: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
+	79,  // 53: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
+	78,  // 54: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
 	22,  // 55: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
-	73,  // 56: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
+	77,  // 56: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
 	36,  // 57: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
-	74,  // 58: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
-	75,  // 59: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
-	75,  // 60: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
-	70,  // 61: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	70,  // 62: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	70,  // 63: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
-	70,  // 64: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	78,  // 58: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
+	79,  // 59: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
+	79,  // 60: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
+	74,  // 61: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	74,  // 62: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	74,  // 63: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	74,  // 64: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
 	39,  // 65: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	73,  // 66: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	74,  // 67: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	73,  // 68: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	74,  // 69: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
-	73,  // 70: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
-	74,  // 71: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
-	79,  // 72: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
-	73,  // 73: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
-	73,  // 74: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
-	75,  // 75: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
-	58,  // 76: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
-	59,  // 77: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
-	62,  // 78: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
-	65,  // 79: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
-	65,  // 80: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
-	65,  // 81: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
-	65,  // 82: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
-	65,  // 83: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
-	3,   // 84: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	5,   // 85: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	7,   // 86: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	11,  // 87: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	13,  // 88: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	15,  // 89: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	18,  // 90: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	23,  // 91: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	25,  // 92: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	27,  // 93: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	29,  // 94: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	33,  // 95: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	35,  // 96: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	38,  // 97: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	41,  // 98: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	43,  // 99: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	45,  // 100: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	47,  // 101: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	49,  // 102: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	51,  // 103: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
-	53,  // 104: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
-	55,  // 105: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
-	57,  // 106: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
-	61,  // 107: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
-	64,  // 108: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
-	67,  // 109: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
-	4,   // 110: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	6,   // 111: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	10,  // 112: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	12,  // 113: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	14,  // 114: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	16,  // 115: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	21,  // 116: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	24,  // 117: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	26,  // 118: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	28,  // 119: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	32,  // 120: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	34,  // 121: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	37,  // 122: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	40,  // 123: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	42,  // 124: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	44,  // 125: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	46,  // 126: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	48,  // 127: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	50,  // 128: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	52,  // 129: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
-	54,  // 130: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
-	56,  // 131: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
-	60,  // 132: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
-	63,  // 133: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
-	66,  // 134: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
-	68,  // 135: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
-	110, // [110:136] is the sub-list for method output_type
-	84,  // [84:110] is the sub-list for method input_type
-	84,  // [84:84] is the sub-list for extension type_name
-	84,  // [84:84] is the sub-list for extension extendee
-	0,   // [0:84] is the sub-list for field type_name
+	77,  // 66: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	78,  // 67: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	77,  // 68: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	78,  // 69: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	77,  // 70: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
+	78,  // 71: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
+	77,  // 72: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
+	78,  // 73: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
+	74,  // 74: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
+	77,  // 75: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
+	78,  // 76: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
+	83,  // 77: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
+	77,  // 78: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
+	77,  // 79: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
+	79,  // 80: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
+	62,  // 81: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
+	63,  // 82: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
+	66,  // 83: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
+	69,  // 84: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
+	69,  // 85: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
+	69,  // 86: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
+	69,  // 87: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
+	69,  // 88: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
+	3,   // 89: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	5,   // 90: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	7,   // 91: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	11,  // 92: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	13,  // 93: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	15,  // 94: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	18,  // 95: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	23,  // 96: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	25,  // 97: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	27,  // 98: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	29,  // 99: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	33,  // 100: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	35,  // 101: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	38,  // 102: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	41,  // 103: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	43,  // 104: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	45,  // 105: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	47,  // 106: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	49,  // 107: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	51,  // 108: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
+	53,  // 109: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
+	55,  // 110: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
+	57,  // 111: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
+	59,  // 112: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
+	61,  // 113: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
+	65,  // 114: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
+	68,  // 115: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
+	71,  // 116: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
+	4,   // 117: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	6,   // 118: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	10,  // 119: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	12,  // 120: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	14,  // 121: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	16,  // 122: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	21,  // 123: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	24,  // 124: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	26,  // 125: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	28,  // 126: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	32,  // 127: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	34,  // 128: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	37,  // 129: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	40,  // 130: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	42,  // 131: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	44,  // 132: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	46,  // 133: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	48,  // 134: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	50,  // 135: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	52,  // 136: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
+	54,  // 137: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
+	56,  // 138: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
+	58,  // 139: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
+	60,  // 140: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
+	64,  // 141: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
+	67,  // 142: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
+	70,  // 143: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
+	72,  // 144: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
+	117, // [117:145] is the sub-list for method output_type
+	89,  // [89:117] is the sub-list for method input_type
+	89,  // [89:89] is the sub-list for extension type_name
+	89,  // [89:89] is the sub-list for extension extendee
+	0,   // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
@@ -5457,6 +5761,7 @@ func file_realm_v1_engine_proto_init() {
 	file_realm_v1_drive_proto_init()
 	file_realm_v1_reply_proto_init()
 	file_realm_v1_engine_proto_msgTypes[18].OneofWrappers = []any{}
+	file_realm_v1_engine_proto_msgTypes[23].OneofWrappers = []any{}
 	file_realm_v1_engine_proto_msgTypes[25].OneofWrappers = []any{}
 	file_realm_v1_engine_proto_msgTypes[30].OneofWrappers = []any{}
 	file_realm_v1_engine_proto_msgTypes[31].OneofWrappers = []any{}
@@ -5467,7 +5772,7 @@ func file_realm_v1_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_realm_v1_engine_proto_rawDesc), len(file_realm_v1_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   70,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,8 @@ const (
 	EngineService_DrainRun_FullMethodName            = "/realm.v1.EngineService/DrainRun"
 	EngineService_PurgeRun_FullMethodName            = "/realm.v1.EngineService/PurgeRun"
 	EngineService_ReclaimRun_FullMethodName          = "/realm.v1.EngineService/ReclaimRun"
+	EngineService_ClaimStep_FullMethodName           = "/realm.v1.EngineService/ClaimStep"
+	EngineService_ReleaseClaim_FullMethodName        = "/realm.v1.EngineService/ReleaseClaim"
 	EngineService_RecordDriveFailure_FullMethodName  = "/realm.v1.EngineService/RecordDriveFailure"
 	EngineService_SealSpawnFailure_FullMethodName    = "/realm.v1.EngineService/SealSpawnFailure"
 	EngineService_GcRuns_FullMethodName              = "/realm.v1.EngineService/GcRuns"
@@ -78,6 +80,14 @@ type EngineServiceClient interface {
 	DrainRun(ctx context.Context, in *DrainRunRequest, opts ...grpc.CallOption) (*DrainRunResponse, error)
 	PurgeRun(ctx context.Context, in *PurgeRunRequest, opts ...grpc.CallOption) (*PurgeRunResponse, error)
 	ReclaimRun(ctx context.Context, in *ReclaimRunRequest, opts ...grpc.CallOption) (*ReclaimRunResponse, error)
+	// ClaimStep takes a ready agent step's claim without doing it, for a
+	// process that attends the step while a person types its answer (realm
+	// workflow run). The claim has no deadline; the answer is given with
+	// execute_step's claim_token, and ReleaseClaim gives the claim back.
+	ClaimStep(ctx context.Context, in *ClaimStepRequest, opts ...grpc.CallOption) (*ClaimStepResponse, error)
+	// ReleaseClaim frees a claim taken with ClaimStep, when the token is
+	// still the step's claim; otherwise it changes nothing.
+	ReleaseClaim(ctx context.Context, in *ReleaseClaimRequest, opts ...grpc.CallOption) (*ReleaseClaimResponse, error)
 	// RecordDriveFailure records a failed drive by the agent driver on the run
 	// (the last five kept), so the run's health shows drive_failing.
 	RecordDriveFailure(ctx context.Context, in *RecordDriveFailureRequest, opts ...grpc.CallOption) (*RecordDriveFailureResponse, error)
@@ -301,6 +311,26 @@ func (c *engineServiceClient) ReclaimRun(ctx context.Context, in *ReclaimRunRequ
 	return out, nil
 }
 
+func (c *engineServiceClient) ClaimStep(ctx context.Context, in *ClaimStepRequest, opts ...grpc.CallOption) (*ClaimStepResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClaimStepResponse)
+	err := c.cc.Invoke(ctx, EngineService_ClaimStep_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *engineServiceClient) ReleaseClaim(ctx context.Context, in *ReleaseClaimRequest, opts ...grpc.CallOption) (*ReleaseClaimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseClaimResponse)
+	err := c.cc.Invoke(ctx, EngineService_ReleaseClaim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *engineServiceClient) RecordDriveFailure(ctx context.Context, in *RecordDriveFailureRequest, opts ...grpc.CallOption) (*RecordDriveFailureResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RecordDriveFailureResponse)
@@ -392,6 +422,14 @@ type EngineServiceServer interface {
 	DrainRun(context.Context, *DrainRunRequest) (*DrainRunResponse, error)
 	PurgeRun(context.Context, *PurgeRunRequest) (*PurgeRunResponse, error)
 	ReclaimRun(context.Context, *ReclaimRunRequest) (*ReclaimRunResponse, error)
+	// ClaimStep takes a ready agent step's claim without doing it, for a
+	// process that attends the step while a person types its answer (realm
+	// workflow run). The claim has no deadline; the answer is given with
+	// execute_step's claim_token, and ReleaseClaim gives the claim back.
+	ClaimStep(context.Context, *ClaimStepRequest) (*ClaimStepResponse, error)
+	// ReleaseClaim frees a claim taken with ClaimStep, when the token is
+	// still the step's claim; otherwise it changes nothing.
+	ReleaseClaim(context.Context, *ReleaseClaimRequest) (*ReleaseClaimResponse, error)
 	// RecordDriveFailure records a failed drive by the agent driver on the run
 	// (the last five kept), so the run's health shows drive_failing.
 	RecordDriveFailure(context.Context, *RecordDriveFailureRequest) (*RecordDriveFailureResponse, error)
@@ -474,6 +512,12 @@ func (UnimplementedEngineServiceServer) PurgeRun(context.Context, *PurgeRunReque
 }
 func (UnimplementedEngineServiceServer) ReclaimRun(context.Context, *ReclaimRunRequest) (*ReclaimRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReclaimRun not implemented")
+}
+func (UnimplementedEngineServiceServer) ClaimStep(context.Context, *ClaimStepRequest) (*ClaimStepResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClaimStep not implemented")
+}
+func (UnimplementedEngineServiceServer) ReleaseClaim(context.Context, *ReleaseClaimRequest) (*ReleaseClaimResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReleaseClaim not implemented")
 }
 func (UnimplementedEngineServiceServer) RecordDriveFailure(context.Context, *RecordDriveFailureRequest) (*RecordDriveFailureResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RecordDriveFailure not implemented")
@@ -874,6 +918,42 @@ func _EngineService_ReclaimRun_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EngineService_ClaimStep_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClaimStepRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).ClaimStep(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_ClaimStep_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).ClaimStep(ctx, req.(*ClaimStepRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EngineService_ReleaseClaim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseClaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).ReleaseClaim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_ReleaseClaim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).ReleaseClaim(ctx, req.(*ReleaseClaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _EngineService_RecordDriveFailure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RecordDriveFailureRequest)
 	if err := dec(in); err != nil {
@@ -1068,6 +1148,14 @@ var EngineService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReclaimRun",
 			Handler:    _EngineService_ReclaimRun_Handler,
+		},
+		{
+			MethodName: "ClaimStep",
+			Handler:    _EngineService_ClaimStep_Handler,
+		},
+		{
+			MethodName: "ReleaseClaim",
+			Handler:    _EngineService_ReleaseClaim_Handler,
 		},
 		{
 			MethodName: "RecordDriveFailure",
