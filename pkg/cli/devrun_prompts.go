@@ -234,7 +234,7 @@ func (d *devRun) gate(st *realmv1.RunState) error {
 			return d.leave(step)
 		case promptClosed:
 			if enacted != nil {
-				d.timerLines(g, enacted.GetWarnings())
+				d.timerLines(g, enacted)
 			}
 			fmt.Fprintf(d.out, "  %s\n\n", closed)
 			if enacted != nil {
@@ -321,13 +321,16 @@ func (d *devRun) gateClosed(g *realmv1.PendingGate, mayEnact bool) (closed strin
 // timerLines print what this prompt's timer carried out: its own ⏰ line
 // for the expiry it enacted (cli.md §2.6) in place of the engine's
 // warning, and any other warning as it is.
-func (d *devRun) timerLines(g *realmv1.PendingGate, warnings []string) {
-	for _, w := range warnings {
-		if strings.HasSuffix(w, "(enacted_via: timer).") {
-			fmt.Fprintf(d.out, "⏰ gate '%s' on run '%s' expired — enacted via the attending-process timer (enacted_via: timer).\n", g.GetGateId(), d.runID)
-			continue
+func (d *devRun) timerLines(g *realmv1.PendingGate, enacted *realmv1.Reply) {
+	timer := enacted.GetExpiryEnactedVia() == "timer"
+	for _, w := range enacted.GetWarnings() {
+		if timer && strings.Contains(w, "gate '"+g.GetGateId()+"'") && strings.Contains(w, "had expired") {
+			continue // the ⏰ line below says it in the dev mode's words
 		}
 		fmt.Fprintln(d.out, "⚠ "+w)
+	}
+	if timer {
+		fmt.Fprintf(d.out, "⏰ gate '%s' on run '%s' expired — enacted via the attending-process timer (enacted_via: timer).\n", g.GetGateId(), d.runID)
 	}
 }
 

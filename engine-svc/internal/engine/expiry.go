@@ -14,6 +14,7 @@ import (
 // expiry is what carrying out an expired question did in this write.
 type expiry struct {
 	gateID, step, onExpiry, choice string
+	via                            string // the door that carried it out
 	expiredAt                      time.Time
 	overdue                        time.Duration
 }
@@ -70,7 +71,7 @@ func (t *txn) enactExpiry(via string) *expiry {
 	if !due {
 		return nil
 	}
-	x := &expiry{gateID: g.GateID, step: g.StepName, onExpiry: g.OnExpiry, expiredAt: at, overdue: t.now.Sub(at)}
+	x := &expiry{gateID: g.GateID, step: g.StepName, onExpiry: g.OnExpiry, expiredAt: at, overdue: t.now.Sub(at), via: via}
 	if t.run.ResolvedGates == nil {
 		t.run.ResolvedGates = map[string]*record.ResolvedGate{}
 	}

@@ -289,6 +289,9 @@ func (t *txn) envelope(command string) *realmv1.Reply {
 		EndedBy:             t.endedBy,
 		HasChainedAutoSteps: t.hasChained,
 	}
+	if t.expired != nil {
+		r.ExpiryEnactedVia = &t.expired.via
+	}
 	if t.hasChained {
 		t.fixChainPhases()
 		r.ChainedAutoSteps = t.chained

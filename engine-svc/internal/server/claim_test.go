@@ -204,7 +204,9 @@ func TestTheExpiryTimerEnactsOnlyAnExpiredQuestion(t *testing.T) {
 		if before.PendingGate == nil {
 			t.Fatalf("no open question: %+v", before)
 		}
-		timer()
+		if via := timer().ExpiryEnactedVia; via != nil {
+			t.Errorf("expiry_enacted_via = %q before the question's time was up", *via)
+		}
 		if v := loadDoc(t, e, run).Version; v != before.Version {
 			t.Fatalf("the timer wrote the run before the question's time was up: version %d → %d", before.Version, v)
 		}
@@ -212,6 +214,9 @@ func TestTheExpiryTimerEnactsOnlyAnExpiredQuestion(t *testing.T) {
 		r := timer()
 		if len(r.GetWarnings()) != 1 || !strings.HasSuffix(r.GetWarnings()[0], "(enacted_via: timer).") {
 			t.Errorf("warnings = %q, want the expiry enacted via timer", r.GetWarnings())
+		}
+		if r.GetExpiryEnactedVia() != "timer" {
+			t.Errorf("expiry_enacted_via = %q, want timer", r.GetExpiryEnactedVia())
 		}
 		g := loadDoc(t, e, run).ResolvedGates[before.PendingGate.GateID]
 		if g == nil || g.EnactedVia != "timer" || g.ResolvedBy != "timeout" || g.Choice != "hold" {

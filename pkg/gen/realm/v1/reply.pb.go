@@ -972,8 +972,13 @@ type Reply struct {
 	Diagnostics         []string        `protobuf:"bytes,31,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
 	HasDiagnostics      bool            `protobuf:"varint,32,opt,name=has_diagnostics,json=hasDiagnostics,proto3" json:"has_diagnostics,omitempty"`
 	ContinuedBy         *Holder         `protobuf:"bytes,33,opt,name=continued_by,json=continuedBy,proto3" json:"continued_by,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// expiry_enacted_via is set when this call carried out an expired
+	// question's on_expiry: the door it came through (timer, advance, answer,
+	// execute_step, sweeper). Not part of the MCP reply; clients such as
+	// `realm workflow run` read it instead of the warnings' words.
+	ExpiryEnactedVia *string `protobuf:"bytes,34,opt,name=expiry_enacted_via,json=expiryEnactedVia,proto3,oneof" json:"expiry_enacted_via,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Reply) Reset() {
@@ -1237,6 +1242,13 @@ func (x *Reply) GetContinuedBy() *Holder {
 	return nil
 }
 
+func (x *Reply) GetExpiryEnactedVia() string {
+	if x != nil && x.ExpiryEnactedVia != nil {
+		return *x.ExpiryEnactedVia
+	}
+	return ""
+}
+
 // ErrorDetail travels in gRPC status details: the catalogue code of a
 // failure that is not an ordinary reply (a bad request, a store outage).
 type ErrorDetail struct {
@@ -1379,7 +1391,7 @@ const file_realm_v1_reply_proto_rawDesc = "" +
 	"\tGateClaim\x12\x14\n" +
 	"\x05proof\x18\x01 \x01(\tR\x05proof\x12\x14\n" +
 	"\x05cause\x18\x02 \x01(\tR\x05cause\x12-\n" +
-	"\topened_by\x18\x03 \x01(\v2\x10.realm.v1.HolderR\bopenedBy\"\xc9\f\n" +
+	"\topened_by\x18\x03 \x01(\v2\x10.realm.v1.HolderR\bopenedBy\"\x93\r\n" +
 	"\x05Reply\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12$\n" +
@@ -1419,7 +1431,8 @@ const file_realm_v1_reply_proto_rawDesc = "" +
 	"\x0fdefaulted_steps\x18\x1e \x03(\tR\x0edefaultedSteps\x12 \n" +
 	"\vdiagnostics\x18\x1f \x03(\tR\vdiagnostics\x12'\n" +
 	"\x0fhas_diagnostics\x18  \x01(\bR\x0ehasDiagnostics\x123\n" +
-	"\fcontinued_by\x18! \x01(\v2\x10.realm.v1.HolderR\vcontinuedByB\x0e\n" +
+	"\fcontinued_by\x18! \x01(\v2\x10.realm.v1.HolderR\vcontinuedBy\x121\n" +
+	"\x12expiry_enacted_via\x18\" \x01(\tH\bR\x10expiryEnactedVia\x88\x01\x01B\x0e\n" +
 	"\f_run_versionB\x0e\n" +
 	"\f_retry_afterB\n" +
 	"\n" +
@@ -1428,7 +1441,8 @@ const file_realm_v1_reply_proto_rawDesc = "" +
 	"\f_adopted_ownB\x14\n" +
 	"\x12_adopted_anonymousB\x14\n" +
 	"\x12_preserved_foreignB\x15\n" +
-	"\x13_settled_by_default\"\xc8\x01\n" +
+	"\x13_settled_by_defaultB\x15\n" +
+	"\x13_expiry_enacted_via\"\xc8\x01\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\bcategory\x18\x02 \x01(\tR\bcategory\x128\n" +
