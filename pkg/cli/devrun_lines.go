@@ -3,16 +3,11 @@ package cli
 import (
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/identity"
 	"github.com/realm-go/realm/pkg/reply"
 )
-
-// unprintableName stands for a recorded program name that cannot be shown
-// (cli.md §1.5).
-const unprintableName = "a recorded name that cannot be printed (control characters, or not a name with its source)"
 
 // leave ends the command at a prompt the person left (Ctrl+D, Ctrl+C): the
 // run stays, and the detach map says how to carry on (cli.md §2.6).
@@ -112,27 +107,7 @@ func programWords(h map[string]any) string {
 	by, _ := h["by"].(string)
 	src, _ := h["by_source"].(string)
 	channel, _ := h["channel"].(string)
-	if by == "" || strings.ContainsFunc(by, unicode.IsControl) {
-		return unprintableName
-	}
-	var from string
-	switch src {
-	case "ambient":
-		from = "from REALM_OPERATOR"
-	case "derived":
-		from = "from the OS user"
-	case "stated":
-		from = "as stated"
-	default:
-		return unprintableName
-	}
-	if utf8.RuneCountInString(by) > maxNameLen {
-		by = string([]rune(by)[:maxNameLen]) + "…[truncated]"
-	}
-	if channel != "" {
-		from += ", via " + channel
-	}
-	return by + " (" + from + ")"
+	return identity.Words(by, src, channel)
 }
 
 // stepView is include_steps' entry for one step.
@@ -146,7 +121,7 @@ func stepView(st *realmv1.RunState, step string) map[string]any {
 func lastDriver(st *realmv1.RunState, step string) string {
 	attempts, _ := stepView(st, step)["attempts"].([]any)
 	if len(attempts) == 0 {
-		return unprintableName
+		return identity.UnprintableName
 	}
 	a, _ := attempts[len(attempts)-1].(map[string]any)
 	h, _ := a["driven_by"].(map[string]any)
@@ -178,39 +153,5 @@ func answerWords(a map[string]any) string {
 		who = "answered by " + escapeControls(name) + " (as stated, not verified)"
 	}
 	proof, _ := a["claim_proof"].(map[string]any)
-	return fmt.Sprintf("Answer: %s · %s · proof: %s", choice, who, proofWords(proof))
-}
-
-// proofWords puts a recorded claim proof in words, as inspect does.
-func proofWords(p map[string]any) string {
-	if p == nil {
-		return "none recorded"
-	}
-	proof, _ := p["proof"].(string)
-	cause, _ := p["cause"].(string)
-	switch proof {
-	case "matched":
-		return "matched the claim_token of the reply that opened this question"
-	case "absent":
-		return "no claim_token passed (the CLI never passes one; over MCP, only the conversation that opened the question has one to pass)"
-	case "mismatch":
-		return "the claim_token passed is not this question's"
-	case "unverifiable":
-		switch cause {
-		case "no_claim":
-			return "could not be checked — no claim on this record"
-		case "claim_has_no_token":
-			return "could not be checked — the claim has no token"
-		case "store_keeps_no_claims":
-			return "could not be checked — this store keeps no claims"
-		}
-	case "spent":
-		switch cause {
-		case "answered":
-			return "could not be checked — already settled by an earlier answer"
-		case "expired":
-			return "could not be checked — already settled by its expiry"
-		}
-	}
-	return "the recorded proof cannot be read"
+	return fmt.Sprintf("Answer: %s · %s · proof: %s", choice, who, reply.ProofWords(proof))
 }

@@ -337,7 +337,7 @@ func (d *devRun) timerLines(g *realmv1.PendingGate, enacted *realmv1.Reply) {
 // questionLines show a question (cli.md §2.6): `Question: <text>`, or
 // `Question:` then indented lines; control characters escaped.
 func questionLines(g *realmv1.PendingGate) []string {
-	lines := strings.Split(questionText(g), "\n")
+	lines := strings.Split(reply.GateQuestion(g), "\n")
 	for i, l := range lines {
 		lines[i] = escapeControls(l)
 	}
@@ -349,37 +349,6 @@ func questionLines(g *realmv1.PendingGate) []string {
 		out = append(out, "  "+l)
 	}
 	return out
-}
-
-// questionText is the gate's resolved message, else its preview: headline
-// and message, "(no output)" for {}, else the preview as JSON.
-func questionText(g *realmv1.PendingGate) string {
-	if g.ResolvedMessage != nil {
-		return g.GetResolvedMessage()
-	}
-	v := g.GetPreview().AsInterface()
-	if m, ok := v.(map[string]any); ok {
-		if len(m) == 0 {
-			return "(no output)"
-		}
-		var parts []string
-		for _, k := range []string{"headline", "message"} {
-			if s, ok := m[k].(string); ok {
-				parts = append(parts, s)
-			}
-		}
-		if len(parts) > 0 {
-			return strings.Join(parts, "\n\n")
-		}
-	}
-	if s, ok := v.(string); ok {
-		return s
-	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
 }
 
 // escapeControls writes control characters as JSON does: tab as \t, the

@@ -2,13 +2,13 @@ package drive
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/reply"
 )
 
 // atGate shows an open gate once, carries out its expiry when the engine
@@ -34,7 +34,7 @@ func (d *driver) atGate(ctx context.Context, st *realmv1.RunState, g *realmv1.Pe
 // answer each choice, and the waiting line.
 func (d *driver) gateBlock(g *realmv1.PendingGate) []string {
 	out := []string{"", fmt.Sprintf("⏸  Gate: %s | ID: %s", g.GetStepName(), g.GetGateId()), ""}
-	for _, l := range strings.Split(gateText(g), "\n") {
+	for _, l := range strings.Split(reply.GateQuestion(g), "\n") {
 		out = append(out, "   "+l)
 	}
 	out = append(out, "")
@@ -42,34 +42,6 @@ func (d *driver) gateBlock(g *realmv1.PendingGate) []string {
 		out = append(out, fmt.Sprintf("   %s: realm run respond %s --gate %s --choice %s", label(c), d.runID, g.GetGateId(), c))
 	}
 	return append(out, "   Waiting for approval...")
-}
-
-// gateText is the gate's resolved message, else its preview: headline and
-// message joined by a blank line, "(no output)" for {}, else pretty JSON.
-func gateText(g *realmv1.PendingGate) string {
-	if g.ResolvedMessage != nil {
-		return g.GetResolvedMessage()
-	}
-	v := g.GetPreview().AsInterface()
-	if m, ok := v.(map[string]any); ok {
-		if len(m) == 0 {
-			return "(no output)"
-		}
-		var parts []string
-		for _, k := range []string{"headline", "message"} {
-			if s, ok := m[k].(string); ok {
-				parts = append(parts, s)
-			}
-		}
-		if len(parts) > 0 {
-			return strings.Join(parts, "\n\n")
-		}
-	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
 }
 
 // label is the choice with its first letter upper-cased.
