@@ -133,6 +133,14 @@ func (e *Engine) PurgeRun(ctx context.Context, req *realmv1.PurgeRunRequest) (*r
 		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to purge run: "+err.Error())
 	}
 	e.runs.drop(r.ID)
+	if key := keyOf(r.WorkflowID, r.IdempotencyKey); key != "" {
+		// The key's pointer lives in another slot, so it goes in a second
+		// write, only if it still names this run. A crash between the two
+		// leaves a run-less key that `realm run gc` reaps.
+		if _, err := e.st.DropKey(ctx, key, r.ID); err != nil {
+			e.log.Warn("purge: the run's idempotency key was left for realm run gc", "run_id", r.ID, "err", err)
+		}
+	}
 	return &realmv1.PurgeRunResponse{Purged: true, WouldRemove: what, Message: "Purged 1/1 run(s). 0 already gone, 0 blocked, 0 failed."}, nil
 }
 

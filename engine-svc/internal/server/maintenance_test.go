@@ -101,15 +101,19 @@ func TestGcReapsRunLessResidueOldEnoughAndOnlyWithForce(t *testing.T) {
 		if resp, err := e.client.PurgeRun(ctx(t), &realmv1.PurgeRunRequest{RunId: purged, Force: true}); err != nil || !resp.GetPurged() {
 			t.Fatalf("purge: %v %v", resp, err)
 		}
-		// The run document goes; its outputs, evidence, index entry and key stay.
+		keyOf := func(k string) string { return e.st.IdemKeyName("answer\x1f" + k) }
+		// Purge takes the run's idempotency key with it.
+		if exists(t, e, keyOf("purged")) != 0 {
+			t.Errorf("purge left the run's idempotency key")
+		}
+		// A crash: the run document goes; its outputs, evidence, index
+		// entry and key stay.
 		if err := e.rc.Del(ctx(t), e.st.RunKey(crashed)).Err(); err != nil {
 			t.Fatal(err)
 		}
 		b := e.st.BucketOf(crashed)
-		keyOf := func(k string) string { return e.st.IdemKeyName("answer\x1f" + k) }
 		ageless := []string{
 			"key " + crashed + " " + keyOf("crashed"),
-			"key " + purged + " " + keyOf("purged"),
 			"outputs " + crashed + " " + e.st.OutputsKey(crashed),
 		}
 		slices.Sort(ageless)
@@ -127,15 +131,15 @@ func TestGcReapsRunLessResidueOldEnoughAndOnlyWithForce(t *testing.T) {
 		if got := residueSet(dry); !slices.Equal(got, all) {
 			t.Errorf("residue =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(all, "\n"))
 		}
-		if dry.GetReaped() != 0 || exists(t, e, e.st.OutputsKey(crashed), e.st.EvidenceKey(crashed), keyOf("crashed"), keyOf("purged")) != 4 {
+		if dry.GetReaped() != 0 || exists(t, e, e.st.OutputsKey(crashed), e.st.EvidenceKey(crashed), keyOf("crashed")) != 3 {
 			t.Fatalf("the dry run removed something: %v", dry)
 		}
 
 		done := e.gc(t, &realmv1.GcRunsRequest{Sweep: true, OlderThanSeconds: 3600, Force: true})
-		if done.GetReaped() != 5 || done.GetReapGone() != 0 || done.GetReapFailed() != 0 {
+		if done.GetReaped() != 4 || done.GetReapGone() != 0 || done.GetReapFailed() != 0 {
 			t.Errorf("force = %v", done)
 		}
-		if n := exists(t, e, e.st.OutputsKey(crashed), e.st.EvidenceKey(crashed), keyOf("crashed"), keyOf("purged")); n != 0 {
+		if n := exists(t, e, e.st.OutputsKey(crashed), e.st.EvidenceKey(crashed), keyOf("crashed")); n != 0 {
 			t.Errorf("%d residue keys left", n)
 		}
 		if on, _ := e.rc.ZScore(ctx(t), e.st.IndexKey(b, "index"), crashed).Result(); on != 0 {

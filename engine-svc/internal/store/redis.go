@@ -510,8 +510,8 @@ func (r *Redis) LookupKey(ctx context.Context, key string) (string, error) {
 }
 
 // DeleteRun removes a run's keys and its entries in Options.RunIndexes in
-// one script. Idempotency keys pointing at it are left to expire: the key
-// is only known by its hash. ErrNotFound if the run does not exist.
+// one script. An idempotency key naming it lives in another slot: DropKey
+// removes it. ErrNotFound if the run does not exist.
 func (r *Redis) DeleteRun(ctx context.Context, runID string) error {
 	if err := validRunID(runID); err != nil {
 		return err

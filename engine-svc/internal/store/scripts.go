@@ -101,8 +101,17 @@ return n
 var reapScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 if ARGV[1] == 'zrem' then return redis.call('ZREM', KEYS[2], ARGV[2]) end
-if ARGV[1] == 'idem' and redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
 return redis.call('DEL', KEYS[2])
+`)
+
+// dropKeyScript removes an idempotency key if it still names the run.
+//
+//	KEYS: idem key   ARGV: 1 run id
+//
+// Replies 1 if removed, 0 if it names another run or is gone.
+var dropKeyScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[1])
 `)
 
 // pointKeyScript points an idempotency key at a run if it holds what the

@@ -163,6 +163,9 @@ type Store interface {
 	Due(ctx context.Context, index string, upTo float64, limit int) ([]string, error)
 	// DeleteRun removes a run, its outputs, evidence and index entries.
 	DeleteRun(ctx context.Context, runID string) error
+	// DropKey removes an idempotency key if it still names runID (a purged
+	// run's key). It reports whether it removed it.
+	DropKey(ctx context.Context, key, runID string) (bool, error)
 
 	// PutWorkflow stores a new version of a definition and returns it.
 	PutWorkflow(ctx context.Context, id string, definition []byte) (*WorkflowRecord, error)
