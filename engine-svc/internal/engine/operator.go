@@ -129,18 +129,12 @@ func (e *Engine) PurgeRun(ctx context.Context, req *realmv1.PurgeRunRequest) (*r
 	if !req.GetForce() {
 		return &realmv1.PurgeRunResponse{WouldRemove: what, Message: fmt.Sprintf("1 run(s) WOULD be purged:\n  • %s  (%s)\n\n%s\nRe-run with --force to actually delete.", r.ID, r.Phase(), note)}, nil
 	}
-	if err := e.st.DeleteRun(ctx, r.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+	// The run's idempotency key goes in the same script, if it still names
+	// this run: a later start with the key creates a new run.
+	if err := e.st.DeleteRun(ctx, r.ID, keyOf(r.WorkflowID, r.IdempotencyKey)); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to purge run: "+err.Error())
 	}
 	e.runs.drop(r.ID)
-	if key := keyOf(r.WorkflowID, r.IdempotencyKey); key != "" {
-		// The key's pointer lives in another slot, so it goes in a second
-		// write, only if it still names this run. A crash between the two
-		// leaves a run-less key that `realm run gc` reaps.
-		if _, err := e.st.DropKey(ctx, key, r.ID); err != nil {
-			e.log.Warn("purge: the run's idempotency key was left for realm run gc", "run_id", r.ID, "err", err)
-		}
-	}
 	return &realmv1.PurgeRunResponse{Purged: true, WouldRemove: what, Message: "Purged 1/1 run(s). 0 already gone, 0 blocked, 0 failed."}, nil
 }
 

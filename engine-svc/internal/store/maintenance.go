@@ -375,18 +375,7 @@ func (r *Redis) ReapResidue(ctx context.Context, res Residue) (bool, error) {
 	case ResidueIndex:
 		op = "zrem"
 	case ResidueKey:
-		// An idempotency key lives in its own key's slot, not the run's:
-		// no one script may read both on a cluster. A run id is never
-		// used again, so "the run is gone" checked first stays true.
-		n, err := r.c.Exists(ctx, r.RunKey(res.RunID)).Result()
-		if err != nil || n > 0 {
-			return false, err
-		}
-		gone, err := dropKeyScript.Run(ctx, r.c, []string{res.Key}, res.RunID).Int64()
-		if err != nil {
-			return false, fmt.Errorf("store: reap %s: %w", res.Key, err)
-		}
-		return gone > 0, nil
+		op = "idem"
 	case ResidueOutputs, ResidueEvidence:
 	default:
 		return false, fmt.Errorf("%w: residue kind %q", ErrInvalid, res.Kind)
@@ -396,21 +385,6 @@ func (r *Redis) ReapResidue(ctx context.Context, res Residue) (bool, error) {
 		return false, fmt.Errorf("store: reap %s: %w", res.Key, err)
 	}
 	return n > 0, nil
-}
-
-// DropKey removes an idempotency key if it still names runID.
-func (r *Redis) DropKey(ctx context.Context, key, runID string) (bool, error) {
-	if key == "" {
-		return false, fmt.Errorf("%w: empty idempotency key", ErrInvalid)
-	}
-	if err := r.ensureMeta(ctx); err != nil {
-		return false, err
-	}
-	n, err := dropKeyScript.Run(ctx, r.c, []string{r.IdemKeyName(key)}, runID).Int64()
-	if err != nil {
-		return false, fmt.Errorf("store: drop key: %w", err)
-	}
-	return n == 1, nil
 }
 
 // PointKey sets an idempotency key to runID if it holds expect.

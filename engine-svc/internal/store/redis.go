@@ -509,10 +509,12 @@ func (r *Redis) LookupKey(ctx context.Context, key string) (string, error) {
 	return v, nil
 }
 
-// DeleteRun removes a run's keys and its entries in Options.RunIndexes in
-// one script. An idempotency key naming it lives in another slot: DropKey
-// removes it. ErrNotFound if the run does not exist.
-func (r *Redis) DeleteRun(ctx context.Context, runID string) error {
+// DeleteRun removes a run's keys, its entries in Options.RunIndexes and its
+// idempotency key (if key is set and still names the run) in one script:
+// a keyed run's id is minted in its key's bucket (NewRunID), so they share
+// a Cluster slot. A key in another bucket (a run keyed by hand) is left for
+// `realm run gc`. ErrNotFound if the run does not exist.
+func (r *Redis) DeleteRun(ctx context.Context, runID, key string) error {
 	if err := validRunID(runID); err != nil {
 		return err
 	}
@@ -525,7 +527,11 @@ func (r *Redis) DeleteRun(ctx context.Context, runID string) error {
 	for _, ix := range r.runIndexes {
 		keys = append(keys, r.IndexKey(bucket, ix))
 	}
-	n, err := deleteScript.Run(ctx, r.c, keys, runID).Int64()
+	withKey := "0"
+	if key != "" && r.BucketForKey(key) == bucket {
+		keys, withKey = append(keys, r.IdemKeyName(key)), "1"
+	}
+	n, err := deleteScript.Run(ctx, r.c, keys, runID, withKey).Int64()
 	if err != nil {
 		return fmt.Errorf("store: delete run %s: %w", runID, err)
 	}

@@ -66,15 +66,22 @@ end
 return {1}
 `)
 
-// deleteScript removes a run's keys and its member in each run index.
+// deleteScript removes a run's keys, its member in each run index and,
+// when ARGV[2] is "1", its idempotency key (the last KEYS entry) if that
+// still names the run.
 //
-//	KEYS: run, out, ev, run index keys…   ARGV: run id
+//	KEYS: run, out, ev, run index keys…[, idem key]   ARGV: 1 run id, 2 "1" with an idem key
 //
 // Replies 1 if the run existed, else 0.
 var deleteScript = redis.NewScript(`
 local existed = redis.call('EXISTS', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-for k = 4, #KEYS do
+local last = #KEYS
+if ARGV[2] == '1' then
+  if redis.call('GET', KEYS[last]) == ARGV[1] then redis.call('DEL', KEYS[last]) end
+  last = last - 1
+end
+for k = 4, last do
   redis.call('ZREM', KEYS[k], ARGV[1])
 end
 return existed
@@ -101,17 +108,8 @@ return n
 var reapScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 if ARGV[1] == 'zrem' then return redis.call('ZREM', KEYS[2], ARGV[2]) end
+if ARGV[1] == 'idem' and redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
 return redis.call('DEL', KEYS[2])
-`)
-
-// dropKeyScript removes an idempotency key if it still names the run.
-//
-//	KEYS: idem key   ARGV: 1 run id
-//
-// Replies 1 if removed, 0 if it names another run or is gone.
-var dropKeyScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-return redis.call('DEL', KEYS[1])
 `)
 
 // pointKeyScript points an idempotency key at a run if it holds what the

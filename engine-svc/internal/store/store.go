@@ -161,11 +161,10 @@ type Store interface {
 	// Due returns members of a bucket index scored at or below upTo, across
 	// every bucket (the timers: "expiries").
 	Due(ctx context.Context, index string, upTo float64, limit int) ([]string, error)
-	// DeleteRun removes a run, its outputs, evidence and index entries.
-	DeleteRun(ctx context.Context, runID string) error
-	// DropKey removes an idempotency key if it still names runID (a purged
-	// run's key). It reports whether it removed it.
-	DropKey(ctx context.Context, key, runID string) (bool, error)
+	// DeleteRun removes a run, its outputs, evidence and index entries,
+	// and its idempotency key (the workflow-scoped key, "" for none) if the
+	// key still names it.
+	DeleteRun(ctx context.Context, runID, key string) error
 
 	// PutWorkflow stores a new version of a definition and returns it.
 	PutWorkflow(ctx context.Context, id string, definition []byte) (*WorkflowRecord, error)

@@ -420,7 +420,7 @@ func testDelete(t *testing.T, s store.Store) {
 			c.Index = []store.IndexOp{{Index: "index", Member: c.RunID, Score: 10}}
 		})
 	}
-	if err := s.DeleteRun(ctx, id); err != nil {
+	if err := s.DeleteRun(ctx, id, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.LoadRun(ctx, id); !errors.Is(err, store.ErrNotFound) {
@@ -436,7 +436,7 @@ func testDelete(t *testing.T, s store.Store) {
 	if !slices.Equal(page.RunIDs, []string{keep}) {
 		t.Fatalf("listed %v after delete, want only %s", page.RunIDs, keep)
 	}
-	if err := s.DeleteRun(ctx, id); !errors.Is(err, store.ErrNotFound) {
+	if err := s.DeleteRun(ctx, id, ""); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("second delete: %v, want ErrNotFound", err)
 	}
 	// A recreated run starts clean: no leftover outputs or evidence.
@@ -534,7 +534,7 @@ func testDue(t *testing.T, s store.Store) {
 		t.Fatalf("limit 1 returned %v", due)
 	}
 	// A deleted run leaves the timers too.
-	if err := s.DeleteRun(ctx, ids[0]); err != nil {
+	if err := s.DeleteRun(ctx, ids[0], ""); err != nil {
 		t.Fatal(err)
 	}
 	if due, _ := s.Due(ctx, "expiries", 1000, 10); slices.Contains(due, ids[0]) {
