@@ -2,7 +2,8 @@
 # make test: every test of every module in go.work, against a real Redis.
 # Redis is started on 127.0.0.1:6379 if nothing answers there (and installed
 # from the distribution's packages if it is missing), unless REDIS_URL
-# already names one. Extra arguments go to `go test` (make bench uses this).
+# already names one; a three-master Redis Cluster on 127.0.0.1:7001-7003
+# likewise (scripts/redis-cluster.sh), unless REDIS_CLUSTER_ADDRS names one. Extra arguments go to `go test` (make bench uses this).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$(repo_root)"
@@ -52,6 +53,14 @@ if [[ -z "${REDIS_URL:-}" ]]; then
 	export REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT"
 else
 	echo "redis: using REDIS_URL=$REDIS_URL"
+fi
+
+# The store and engine tests also run on a three-master Redis Cluster.
+if [[ -z "${REDIS_CLUSTER_ADDRS:-}" ]]; then
+	REDIS_CLUSTER_ADDRS=$("$(dirname "$0")/redis-cluster.sh")
+	export REDIS_CLUSTER_ADDRS
+else
+	echo "redis cluster: using REDIS_CLUSTER_ADDRS=$REDIS_CLUSTER_ADDRS"
 fi
 
 mapfile -t patterns < <(module_patterns)

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/realm-go/realm/engine-svc/internal/engine"
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -98,7 +96,7 @@ func TestTwoSweepersCarryOutEachExpiryOnce(t *testing.T) {
 			}
 			e.clock.Advance(2 * time.Minute)
 			// A second replica over the same store.
-			other := engine.New(engine.Options{Store: store.NewRedis(redis.NewClient(e.rc.Options()), store.Options{Prefix: e.prefix, Buckets: 16}), Clock: e.clock.Now})
+			other := engine.New(engine.Options{Store: store.NewRedis(e.secondClient(t), store.Options{Prefix: e.prefix, Buckets: 16}), Clock: e.clock.Now})
 			var wg sync.WaitGroup
 			counts := make([]int, 2)
 			for i, eng := range []*engine.Engine{e.eng, other} {

@@ -25,15 +25,16 @@ import (
 	"github.com/realm-go/realm/pkg/metrics"
 )
 
-// backends are the two stores every engine test runs against.
-var backends = []string{"redis", "miniredis"}
+// backends are the stores every engine test runs against: a real Redis,
+// miniredis, and a three-master Redis Cluster (scripts/redis-cluster.sh).
+var backends = []string{"redis", "miniredis", "cluster"}
 
 type env struct {
 	client   realmv1.EngineServiceClient
 	registry realmv1.RegistryServiceClient
 	counter  *store.RoundTripCounter
 	st       *store.Redis
-	rc       *redis.Client
+	rc       redis.UniversalClient
 	prefix   string
 	eng      *engine.Engine
 	clock    *clock
@@ -53,13 +54,17 @@ func setup(t testing.TB, backend string, opts ...setupOption) *env {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	var rc *redis.Client
+	var rc redis.UniversalClient
 	prefix := "realm"
 	switch backend {
 	case "redis":
 		rc = storetest.ConnectRedis(t)
 		prefix = storetest.UniquePrefix(t)
 		storetest.CleanupPrefix(t, prefix)
+	case "cluster":
+		rc = storetest.ConnectCluster(t)
+		prefix = storetest.UniquePrefix(t)
+		storetest.CleanupClusterPrefix(t, prefix)
 	default:
 		m := miniredis.RunT(t)
 		rc = redis.NewClient(&redis.Options{Addr: m.Addr()})
@@ -158,3 +163,19 @@ func readFile(t testing.TB, name string) []byte {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// secondClient is a connection of its own to the env's store, as another
+// replica has; closed when the test ends.
+func (e *env) secondClient(t testing.TB) redis.UniversalClient {
+	var c redis.UniversalClient
+	switch rc := e.rc.(type) {
+	case *redis.ClusterClient:
+		c = redis.NewClusterClient(rc.Options())
+	case *redis.Client:
+		c = redis.NewClient(rc.Options())
+	default:
+		t.Fatalf("unknown client %T", e.rc)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
