@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -104,6 +105,9 @@ type app struct {
 	env     Env
 	addr    string
 	timeout time.Duration
+	// noSpinner is set by commands with output of their own while calls
+	// run: a prompt (workflow run) or a server's log (listen).
+	noSpinner bool
 }
 
 // Run executes the realm command line args (without the program name) and
@@ -166,7 +170,11 @@ func (a *app) engine(ctx context.Context) (realmv1.EngineServiceClient, func(), 
 	dctx, cancel := context.WithTimeout(ctx, min(dialTimeout, a.timeout))
 	defer cancel()
 	addr := a.engineAddr()
-	engine, conn, err := client.DialEngine(dctx, addr)
+	var opts []grpc.DialOption
+	if sp := newSpinner(a.env.Stderr, a.env.Getenv); sp != nil && !a.noSpinner {
+		opts = append(opts, grpc.WithChainUnaryInterceptor(sp.interceptor()))
+	}
+	engine, conn, err := client.DialEngine(dctx, addr, opts...)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, func() {}, &exitError{code: ExitUnreachable, msg: fmt.Sprintf("Error: cannot reach engine-svc at %s: no answer within %s", addr, min(dialTimeout, a.timeout))}

@@ -95,6 +95,7 @@ func (a *app) devRun(ctx context.Context, path string, f devFlags) error {
 	if err != nil {
 		return a.unreadable(path, false, false, err)
 	}
+	a.noSpinner = true
 	eng, closeConn, err := a.engine(ctx)
 	if err != nil {
 		return err

@@ -165,6 +165,7 @@ func (a *app) listen(ctx context.Context, f *listenFlags, args []string) error {
 	}
 	webhook.LogMounts(log, table.Mounts())
 
+	a.noSpinner = true
 	engine, closeEngine, err := a.engine(ctx)
 	if err != nil {
 		return err
