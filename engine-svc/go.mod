@@ -51,7 +51,9 @@ require (
 	github.com/realm-go/realm/pkg v0.0.0
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 )
 
 replace github.com/realm-go/realm/pkg => ../pkg
+
+replace github.com/realm-go/realm/listen-svc => ../listen-svc
