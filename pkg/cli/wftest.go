@@ -25,10 +25,11 @@ import (
 const runnerStopGrace = 5 * time.Second
 
 type workflowTestFlags struct {
-	fixtures string
-	runners  []string
-	wait     time.Duration
-	asJSON   bool
+	fixtures   string
+	extensions string // the original's flag, refused with the way here
+	runners    []string
+	wait       time.Duration
+	asJSON     bool
 }
 
 func (a *app) workflowTestCommand() *cobra.Command {
@@ -55,6 +56,9 @@ func (a *app) workflowTestCommand() *cobra.Command {
 			if f.fixtures == "" {
 				return refuse("error: required option '-f, --fixtures <dir>' not specified")
 			}
+			if f.extensions != "" {
+				return refuse("Error: --extensions-module loads project code into the command in the original; here handlers run in handler runners. Start yours for the fixtures with --runner '<command>' (it gets REALM_ENGINE_ADDR), or test from Go with the realmtest package.")
+			}
 			return a.workflowTest(cmd.Context(), args[0], f)
 		},
 	}
@@ -62,6 +66,7 @@ func (a *app) workflowTestCommand() *cobra.Command {
 	cmd.Flags().StringArrayVar(&f.runners, "runner", nil, "a command that starts a handler runner for the fixtures (repeatable; run with sh -c)")
 	cmd.Flags().DurationVar(&f.wait, "registration-timeout", 30*time.Second, "how long to wait for the runners to register the workflow's handlers")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print one JSON object with every fixture's result")
+	cmd.Flags().StringVar(&f.extensions, "extensions-module", "", "not used here (handlers run in runners): see --runner")
 	return cmd
 }
 

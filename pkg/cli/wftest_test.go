@@ -137,6 +137,8 @@ func TestWorkflowTestRefusals(t *testing.T) {
 		{"no fixtures folder", []string{"workflow", "test", filepath.Join(examples, "refund.yaml"), "-f", "nope"}, "Error: fixtures directory does not exist: nope"},
 		{"no workflow file", []string{"workflow", "test", "missing.yaml", "-f", filepath.Join(examples, "fixtures", "refund")}, "Error: Failed to read workflow file: open missing.yaml: no such file or directory"},
 		{"fixture without a name", []string{"workflow", "test", filepath.Join(examples, "refund.yaml"), "-f", bad}, "Error: " + filepath.Join(bad, "x.yaml") + `: Fixture must have a non-empty string "name" field`},
+		{"the original's extensions flag", []string{"workflow", "test", filepath.Join(examples, "refund.yaml"), "-f", filepath.Join(examples, "fixtures", "refund"), "--extensions-module", "./ext.js"},
+			"Error: --extensions-module loads project code into the command in the original; here handlers run in handler runners. Start yours for the fixtures with --runner '<command>' (it gets REALM_ENGINE_ADDR), or test from Go with the realmtest package."},
 		{"runner that does not start", []string{"workflow", "test", filepath.Join("testdata", "wftest", "doubled.yaml"), "-f", filepath.Join("testdata", "wftest", "doubled-fixtures"), "--runner", "exit 3", "--registration-timeout", "200ms"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
