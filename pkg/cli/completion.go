@@ -10,6 +10,7 @@ import "github.com/spf13/cobra"
 // to the stream the command had when it was created.
 func (a *app) root() *cobra.Command {
 	root := a.rootCommand()
+	addProjectFlags(root)
 	root.SetOut(a.env.Stdout)
 	root.SetErr(a.env.Stderr)
 	root.InitDefaultCompletionCmd()
