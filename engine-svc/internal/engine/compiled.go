@@ -27,6 +27,9 @@ type compiled struct {
 	parents map[string][]string // step -> steps that depend on it
 	// schemaValue is each agent step's answer schema as the reply carries it.
 	schemaValue map[string]*structpb.Value
+	// answerValue is each step's call_with answer placeholders, built once
+	// (replies share it, as they share schemaValue: never changed in place).
+	answerValue map[string]*structpb.Value
 }
 
 func compile(rec *store.WorkflowRecord) (*compiled, error) {
@@ -48,6 +51,7 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 		abort:       map[string][]*condition.Condition{},
 		parents:     map[string][]string{},
 		schemaValue: map[string]*structpb.Value{},
+		answerValue: map[string]*structpb.Value{},
 	}
 	var err error
 	if d.ParamsSchema != nil {
@@ -79,6 +83,9 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 			if v, err := structpb.NewValue(normalizeJSON(sch)); err == nil {
 				c.schemaValue[name] = v
 			}
+		}
+		if v, err := structpb.NewValue(normalizeJSON(answerOf(s))); err == nil {
+			c.answerValue[name] = v
 		}
 		for _, dep := range s.DependsOn {
 			c.parents[dep] = append(c.parents[dep], name)

@@ -81,11 +81,13 @@ func (t *txn) ruleDecision(s *workflow.Step) (readiness, *record.Dep) {
 	switch s.Rule() {
 	case workflow.RuleOneFailed:
 		if d.f == 0 {
-			return skipNow, &d.last
+			last := d.last // a copy: d stays on the stack
+			return skipNow, &last
 		}
 	case workflow.RuleOneSuccess:
 		if d.c == 0 {
-			return skipNow, &d.last
+			last := d.last
+			return skipNow, &last
 		}
 	}
 	return ready, nil

@@ -283,9 +283,9 @@ func (e *Engine) definition(ctx context.Context, id string) (*compiled, error) {
 // Close releases the engine's connections to runners.
 func (e *Engine) Close() { e.conns.Close() }
 
-// hashJSON is the evidence hash: SHA-256 of the output's JSON bytes.
-func hashJSON(v any) string {
-	b, _ := json.Marshal(v)
+// hashBytes is the evidence hash: SHA-256 of the output's JSON bytes
+// (txn.appendEvidence encodes them).
+func hashBytes(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

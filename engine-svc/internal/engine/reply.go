@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -188,18 +189,8 @@ func (t *txn) nextActions(v view) []*realmv1.NextAction {
 
 // stepAction is the execute_step entry for an agent step.
 func (t *txn) stepAction(s *workflow.Step) *realmv1.NextAction {
-	answer := map[string]any{}
-	if m, ok := s.InputSchema.(map[string]any); ok {
-		answer = placeholders(m)
-	} else if m, ok := s.OutputSchema.(map[string]any); ok {
-		answer = placeholders(m)
-	}
 	a := &realmv1.NextAction{
-		Instruction: &realmv1.Instruction{
-			Tool:     "execute_step",
-			Params:   mustStruct(map[string]any{"run_id": t.run.ID, "command": s.Name}),
-			CallWith: mustStruct(map[string]any{"run_id": t.run.ID, "command": s.Name, "params": answer}),
-		},
+		Instruction:   t.executeInstruction(s),
 		HumanReadable: fmt.Sprintf("Execute step '%s': %s", s.Name, s.Description),
 		Orientation:   fmt.Sprintf("Run is active. Next step ready: '%s'.", s.Name),
 	}
@@ -209,6 +200,44 @@ func (t *txn) stepAction(s *workflow.Step) *realmv1.NextAction {
 		a.Prompt = &p
 	}
 	return a
+}
+
+// executeInstruction is execute_step's params and call_with for a step.
+// The structs are built field by field around the definition's cached
+// placeholders (the reply's hottest part); a value structpb would refuse
+// (invalid UTF-8) takes the generic path, which answers as it always did.
+func (t *txn) executeInstruction(s *workflow.Step) *realmv1.Instruction {
+	answer, ok := t.def.answerValue[s.Name]
+	if !ok || !utf8.ValidString(t.run.ID) || !utf8.ValidString(s.Name) {
+		return &realmv1.Instruction{
+			Tool:     "execute_step",
+			Params:   mustStruct(map[string]any{"run_id": t.run.ID, "command": s.Name}),
+			CallWith: mustStruct(map[string]any{"run_id": t.run.ID, "command": s.Name, "params": answerOf(s)}),
+		}
+	}
+	return &realmv1.Instruction{
+		Tool: "execute_step",
+		Params: &structpb.Struct{Fields: map[string]*structpb.Value{
+			"run_id":  structpb.NewStringValue(t.run.ID),
+			"command": structpb.NewStringValue(s.Name),
+		}},
+		CallWith: &structpb.Struct{Fields: map[string]*structpb.Value{
+			"run_id":  structpb.NewStringValue(t.run.ID),
+			"command": structpb.NewStringValue(s.Name),
+			"params":  answer,
+		}},
+	}
+}
+
+// answerOf is call_with's answer for a step: placeholders from its input
+// schema, else its output schema, else empty.
+func answerOf(s *workflow.Step) map[string]any {
+	if m, ok := s.InputSchema.(map[string]any); ok {
+		return placeholders(m)
+	} else if m, ok := s.OutputSchema.(map[string]any); ok {
+		return placeholders(m)
+	}
+	return map[string]any{}
 }
 
 func firstSchema(s *workflow.Step) any {

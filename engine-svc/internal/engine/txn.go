@@ -91,6 +91,8 @@ type txn struct {
 	// scopeCache is what conditions read, built once per change.
 	scopeCache *condition.Scope
 	compose    func() *realmv1.Reply
+	// encoded memoises the JSON of maps this write stores (encode.go).
+	encoded []encodedMap
 }
 
 // touch marks the transaction as a write; what conditions read may have
@@ -113,7 +115,8 @@ func (t *txn) setOutput(step string, v any) {
 // appendEvidence adds an entry to the record.
 func (t *txn) appendEvidence(e *record.Entry) {
 	if e.EvidenceHash == "" {
-		e.EvidenceHash = hashJSON(e.OutputSummary)
+		b, _ := t.encodeJSON(e.OutputSummary)
+		e.EvidenceHash = hashBytes(b)
 	}
 	t.evidence = append(t.evidence, e)
 	t.run.EvidenceCount++
@@ -165,7 +168,7 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 	if len(t.newOutputs) > 0 {
 		c.Outputs = make(map[string][]byte, len(t.newOutputs))
 		for step, v := range t.newOutputs {
-			b, err := json.Marshal(v)
+			b, err := t.encodeJSON(v)
 			if err != nil {
 				return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode output: "+err.Error())
 			}
@@ -192,7 +195,7 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 		next.Outputs[attemptsField] = t.attempts
 	}
 	for _, e := range t.evidence {
-		b, err := json.Marshal(e)
+		b, err := t.encodeEntry(e)
 		if err != nil {
 			return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode evidence: "+err.Error())
 		}

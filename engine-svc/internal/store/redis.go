@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -73,6 +74,10 @@ type Redis struct {
 	metaMu  sync.Mutex
 	metaOK  bool
 	metaErr error // permanent (mismatch or corrupt meta); network errors are retried
+
+	// bucketKeys caches, per bucket, the keys of the run indexes (every
+	// commit names them), built on first use: [tag, runIndexes' keys...].
+	bucketKeys []atomic.Pointer[[]string]
 }
 
 var _ Store = (*Redis)(nil)
@@ -105,6 +110,8 @@ func NewRedis(client redis.UniversalClient, opts Options) *Redis {
 	}
 	if r.buckets > MaxBuckets {
 		r.metaErr = fmt.Errorf("%w: %d buckets (max %d)", ErrInvalid, r.buckets, MaxBuckets)
+	} else {
+		r.bucketKeys = make([]atomic.Pointer[[]string], r.buckets)
 	}
 	if r.counter != nil {
 		client.AddHook(r.counter)
@@ -200,7 +207,29 @@ func (r *Redis) BucketOf(runID string) int { return Bucket(runID, r.buckets) }
 func (r *Redis) BucketForKey(key string) int { return BucketForKey(key, r.buckets) }
 
 func (r *Redis) tag(bucket int) string {
+	if keys := r.keysOf(bucket); keys != nil {
+		return keys[0]
+	}
 	return r.prefix + ":{b" + strconv.Itoa(bucket) + "}:"
+}
+
+// keysOf is a bucket's cached tag and run-index keys, nil for a bucket out
+// of range. Two callers may build the same slice at once; either is kept.
+func (r *Redis) keysOf(bucket int) []string {
+	if bucket < 0 || bucket >= len(r.bucketKeys) {
+		return nil
+	}
+	if p := r.bucketKeys[bucket].Load(); p != nil {
+		return *p
+	}
+	tag := r.prefix + ":{b" + strconv.Itoa(bucket) + "}:"
+	keys := make([]string, 0, 1+len(r.runIndexes))
+	keys = append(keys, tag)
+	for _, ix := range r.runIndexes {
+		keys = append(keys, tag+ix)
+	}
+	r.bucketKeys[bucket].Store(&keys)
+	return keys
 }
 
 // RunKey is the hash holding a run's version and document.
@@ -219,7 +248,17 @@ func (r *Redis) IdemKeyName(key string) string {
 }
 
 // IndexKey is a bucket's sorted set called name.
-func (r *Redis) IndexKey(bucket int, name string) string { return r.tag(bucket) + name }
+func (r *Redis) IndexKey(bucket int, name string) string {
+	if keys := r.keysOf(bucket); keys != nil {
+		for i, ix := range r.runIndexes {
+			if ix == name {
+				return keys[1+i]
+			}
+		}
+		return keys[0] + name
+	}
+	return r.tag(bucket) + name
+}
 
 func (r *Redis) wfKey(id string) string { return r.prefix + ":wf:" + id }
 func (r *Redis) wfSetKey() string       { return r.prefix + ":workflows" }
