@@ -98,6 +98,9 @@ func TestScriptedSession(t *testing.T) {
 		writeFile(t, wf, strings.Replace(string(b), "    depends_on: [draft]\n", "    depends_on: [draft]\n    preconditions: [\"draft.choice == 'send'\"]\n", 1))
 		s.do("workflow", "validate", wf)
 		s.do("workflow", "register", wf)
+		s.do("workflow", "validate", "--registered", "support")
+		s.do("workflow", "validate", "--registered", "nope")
+		s.do("workflow", "validate", "--registered", "support", wf)
 		s.do("workflow", "list")
 
 		r := s.do("run", "start", "support", "--params", `{"ticket":"T-1"}`)

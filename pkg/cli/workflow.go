@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,19 +31,28 @@ func (a *app) workflowCommand() *cobra.Command {
 
 func (a *app) workflowValidateCommand() *cobra.Command {
 	var strict, asJSON bool
+	var registered string
 	cmd := &cobra.Command{
-		Use:   "validate <path>",
+		Use:   "validate <path> | --registered <id>",
 		Short: "Check a workflow file without storing it",
 		Long: "Check a workflow file (or the folder holding workflow.yaml) without storing it.\n" +
+			"With --registered <id>, audit the stored copy of a registered workflow with today's\n" +
+			"loader rules: what registering it again would say (runs keep using the stored copy).\n" +
 			"Exit 0 when the workflow is accepted, 1 when it is refused.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
+			switch {
+			case registered != "" && len(args) > 0:
+				return refuse("Error: --registered <id> audits a stored definition; it cannot be combined with a path.")
+			case registered != "":
+				return a.validateRegistered(cmd.Context(), registered, strict, asJSON)
+			case len(args) == 0:
 				return refuse("Error: provide a workflow path, or --registered <id> to audit a stored definition.")
 			}
 			return a.validate(cmd.Context(), args[0], strict, asJSON)
 		},
 	}
+	cmd.Flags().StringVar(&registered, "registered", "", "audit the registered copy of this workflow instead of a file")
 	cmd.Flags().BoolVar(&strict, "strict", false, "any warning fails the check")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print exactly one JSON object on stdout")
 	return cmd
@@ -53,6 +63,54 @@ func (a *app) validate(ctx context.Context, path string, strict, asJSON bool) er
 	if err != nil {
 		return a.unreadable(path, strict, asJSON, err)
 	}
+	return a.check(ctx, src, "file", strict, asJSON)
+}
+
+// realmWritten are the fields the engine adds to a registered copy (and
+// the loader's own bookkeeping): a file may not carry them, so an audit
+// takes them off before the loader reads the copy.
+var realmWritten = []string{"step_order", "extension_keys", "source_dir", "trust_root",
+	"resolved_profiles", "schema_version", "origin", "model", "agent"}
+
+// validateRegistered audits the stored copy of workflow id (cli.md §2.2
+// --registered): the engine's loader reads it as a file again, so the
+// report says what registering it today would say.
+func (a *app) validateRegistered(ctx context.Context, id string, strict, asJSON bool) error {
+	resp, err := call(a, ctx, func(ctx context.Context, e realmv1.EngineServiceClient) (*realmv1.GetWorkflowProtocolResponse, error) {
+		return e.GetWorkflowProtocol(ctx, &realmv1.GetWorkflowProtocolRequest{WorkflowId: id})
+	})
+	if err != nil {
+		return err
+	}
+	var def map[string]any
+	if err := json.Unmarshal(resp.GetDefinition(), &def); err != nil || def == nil {
+		return refuse("Error: engine-svc sent no readable definition for '%s'.", id)
+	}
+	schemaVersion := def["schema_version"]
+	for _, k := range realmWritten {
+		delete(def, k)
+	}
+	steps, _ := def["steps"].(map[string]any)
+	for _, s := range steps {
+		if m, ok := s.(map[string]any); ok {
+			delete(m, "name")
+			delete(m, "line")
+		}
+	}
+	copyJSON, err := json.Marshal(def)
+	if err != nil {
+		return refuse("Error: %v", err)
+	}
+	if !asJSON {
+		fmt.Fprintf(a.env.Stdout, "Auditing the registered copy of '%s' (schema_version %v) with realm %s's loader.\n", id, schemaVersion, Version)
+		fmt.Fprintln(a.env.Stdout, "Registered copies stay grandfathered at runtime against LOADER changes — this reports what re-registration today would say.")
+	}
+	// JSON is YAML: the copy goes to the loader as a file would.
+	return a.check(ctx, &realmv1.WorkflowSource{Yaml: copyJSON, Path: id + " (registered copy)"}, "registered", strict, asJSON)
+}
+
+// check has the engine validate src and prints its report.
+func (a *app) check(ctx context.Context, src *realmv1.WorkflowSource, mode string, strict, asJSON bool) error {
 	resp, err := call(a, ctx, func(ctx context.Context, e realmv1.EngineServiceClient) (*realmv1.ValidateWorkflowResponse, error) {
 		return e.ValidateWorkflow(ctx, &realmv1.ValidateWorkflowRequest{Source: src, Strict: strict})
 	})
@@ -61,7 +119,9 @@ func (a *app) validate(ctx context.Context, path string, strict, asJSON bool) er
 	}
 	report := resp.GetReport()
 	if asJSON {
-		if err := printJSON(a.env.Stdout, validateJSON(src.GetPath(), strict, report)); err != nil {
+		out := validateJSON(src.GetPath(), strict, report)
+		out["mode"] = mode
+		if err := printJSON(a.env.Stdout, out); err != nil {
 			return err
 		}
 	} else {
