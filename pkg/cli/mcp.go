@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"os"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -22,7 +22,7 @@ func (a *app) mcpCommand() *cobra.Command {
 				return err
 			}
 			defer closeConn()
-			if err := srv.ServeStdio(cmd.Context(), os.Stdin, a.env.Stdout); err != nil {
+			if err := srv.ServeStdio(cmd.Context(), io.NopCloser(a.env.Stdin), a.env.Stdout); err != nil {
 				return refuse("realm mcp: %v", err)
 			}
 			return nil
