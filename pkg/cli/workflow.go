@@ -30,7 +30,7 @@ func (a *app) workflowCommand() *cobra.Command {
 }
 
 func (a *app) workflowValidateCommand() *cobra.Command {
-	var strict, asJSON bool
+	var strict, asJSON, explain bool
 	var registered string
 	cmd := &cobra.Command{
 		Use:   "validate <path> | --registered <id>",
@@ -45,25 +45,32 @@ func (a *app) workflowValidateCommand() *cobra.Command {
 			case registered != "" && len(args) > 0:
 				return refuse("Error: --registered <id> audits a stored definition; it cannot be combined with a path.")
 			case registered != "":
-				return a.validateRegistered(cmd.Context(), registered, strict, asJSON)
+				return a.validateRegistered(cmd.Context(), registered, strict, asJSON, explain)
 			case len(args) == 0:
 				return refuse("Error: provide a workflow path, or --registered <id> to audit a stored definition.")
 			}
-			return a.validate(cmd.Context(), args[0], strict, asJSON)
+			return a.validate(cmd.Context(), args[0], strict, asJSON, explain)
 		},
 	}
+	cmd.Flags().BoolVar(&explain, "explain", false, "one line per step that could use structured_output: strict, instead of the summary line")
 	cmd.Flags().StringVar(&registered, "registered", "", "audit the registered copy of this workflow instead of a file")
 	cmd.Flags().BoolVar(&strict, "strict", false, "any warning fails the check")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print exactly one JSON object on stdout")
 	return cmd
 }
 
-func (a *app) validate(ctx context.Context, path string, strict, asJSON bool) error {
+func (a *app) validate(ctx context.Context, path string, strict, asJSON, explain bool) error {
 	src, err := source.Read(path)
 	if err != nil {
 		return a.unreadable(path, strict, asJSON, err)
 	}
-	return a.check(ctx, src, "file", strict, asJSON)
+	if err := a.check(ctx, src, "file", strict, asJSON); err != nil {
+		return err
+	}
+	if !asJSON {
+		a.nudge(src, explain)
+	}
+	return nil
 }
 
 // realmWritten are the fields the engine adds to a registered copy (and
@@ -75,7 +82,7 @@ var realmWritten = []string{"step_order", "extension_keys", "source_dir", "trust
 // validateRegistered audits the stored copy of workflow id (cli.md §2.2
 // --registered): the engine's loader reads it as a file again, so the
 // report says what registering it today would say.
-func (a *app) validateRegistered(ctx context.Context, id string, strict, asJSON bool) error {
+func (a *app) validateRegistered(ctx context.Context, id string, strict, asJSON, explain bool) error {
 	resp, err := call(a, ctx, func(ctx context.Context, e realmv1.EngineServiceClient) (*realmv1.GetWorkflowProtocolResponse, error) {
 		return e.GetWorkflowProtocol(ctx, &realmv1.GetWorkflowProtocolRequest{WorkflowId: id})
 	})
@@ -106,7 +113,14 @@ func (a *app) validateRegistered(ctx context.Context, id string, strict, asJSON 
 		fmt.Fprintln(a.env.Stdout, "Registered copies stay grandfathered at runtime against LOADER changes — this reports what re-registration today would say.")
 	}
 	// JSON is YAML: the copy goes to the loader as a file would.
-	return a.check(ctx, &realmv1.WorkflowSource{Yaml: copyJSON, Path: id + " (registered copy)"}, "registered", strict, asJSON)
+	src := &realmv1.WorkflowSource{Yaml: copyJSON, Path: id + " (registered copy)"}
+	if err := a.check(ctx, src, "registered", strict, asJSON); err != nil {
+		return err
+	}
+	if !asJSON {
+		a.nudge(src, explain)
+	}
+	return nil
 }
 
 // check has the engine validate src and prints its report.
