@@ -23,6 +23,7 @@ import (
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/reply"
+	"github.com/realm-go/realm/pkg/workflow"
 )
 
 // Defaults of the drive's waits.
@@ -70,6 +71,11 @@ var errStopped = errors.New("drive stopped")
 
 type stepInfo struct {
 	execution, description, profile string
+	// strict is `structured_output: strict` when the step's schema is
+	// eligible (workflow.CheckStrict); strictNote is the one ⚠ line for a
+	// requested strict that is ineligible or has caveats.
+	strict     bool
+	strictNote string
 }
 
 type driver struct {
@@ -260,6 +266,7 @@ func (d *driver) learn(ctx context.Context, workflowID string) (string, float64,
 		info.profile, _ = m["agent_profile_instructions"].(string)
 		d.steps[id] = info
 	}
+	d.readStrict(resp.GetDefinition())
 	name, _ := p["name"].(string)
 	var version float64
 	if list, err := d.eng.ListWorkflows(ctx, &realmv1.ListWorkflowsRequest{}); err == nil {
@@ -512,3 +519,29 @@ func schemaJSON(v *structpb.Value) json.RawMessage {
 }
 
 func newNonce() string { return uuid.NewString() }
+
+// readStrict marks the agent steps that declare `structured_output:
+// strict` (workflow-file §11.2) from the registered definition. An
+// eligible schema is sent strict; an ineligible one degrades loudly: it is
+// not sent strict, and the step's first call prints why.
+func (d *driver) readStrict(definition []byte) {
+	var def workflow.Definition
+	if len(definition) == 0 || json.Unmarshal(definition, &def) != nil {
+		return
+	}
+	for id, st := range def.Steps {
+		info, ok := d.steps[id]
+		if !ok || st == nil || st.StructuredOutput != "strict" {
+			continue
+		}
+		v := workflow.CheckStrict(st.StrictSchema())
+		info.strict = v.Eligible()
+		switch {
+		case !v.Eligible():
+			info.strictNote = fmt.Sprintf("  ⚠ Step '%s': structured_output: strict — not sent (gate_ineligible): %s; the answer is validated after it arrives.", id, strings.Join(v.Refusals, "; "))
+		case len(v.Caveats) > 0:
+			info.strictNote = fmt.Sprintf("  ⚠ Step '%s': structured_output: strict — sent, with caveats: %s.", id, strings.Join(v.Caveats, "; "))
+		}
+		d.steps[id] = info
+	}
+}

@@ -29,8 +29,12 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 		prompt = info.description
 	}
 	schema := schemaJSON(na.GetInputSchema())
+	lines := stdout("", "→ [agent] "+step, "  "+cut(info.description, 80))
+	if info.strictNote != "" {
+		lines = append(lines, stderr(info.strictNote)...)
+	}
 	if err := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_STEP_STARTED, Step: step,
-		RunPhase: st.GetRunPhase(), Lines: stdout("", "→ [agent] "+step, "  "+cut(info.description, 80))}); err != nil {
+		RunPhase: st.GetRunPhase(), Lines: lines}); err != nil {
 		return err
 	}
 	version := st.GetRunVersion()
@@ -39,7 +43,7 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 	var billed []provider.Usage
 	for {
 		res, err := d.o.Provider.Call(ctx, provider.Request{
-			Model: d.o.Model, Profile: info.profile, Prompt: user, Schema: schema,
+			Model: d.o.Model, Profile: info.profile, Prompt: user, Schema: schema, Strict: info.strict,
 			PerAttempt: d.o.PerAttempt, PerAttemptDeclared: d.o.PerAttempt > 0,
 			PromptCache: d.o.PromptCache, RequestIndex: len(billed),
 		})
