@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/peer"
 
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -89,25 +90,41 @@ var stepNames = []string{"intake", "work", "review", "close"}
 // step's claim while it waits. Calls cut off by their engine's death are
 // remembered by run.
 type work struct {
-	armed    atomic.Bool
-	release  chan struct{}
-	waiting  atomic.Int64
-	done     atomic.Int64
-	mu       sync.Mutex
-	cutOff   map[string]bool // runs whose call was cancelled by a dead caller
-	released bool
+	armed   atomic.Bool
+	waiting atomic.Int64
+	done    atomic.Int64
+	mu      sync.Mutex
+	release chan struct{}   // closed to let the waiting calls go; a new one per round
+	peers   map[string]int  // waiting calls by the engine connection they came on
+	cutOff  map[string]bool // runs whose call was cancelled by a dead caller
 }
 
-func newWork() *work { return &work{release: make(chan struct{}), cutOff: map[string]bool{}} }
+func newWork() *work {
+	return &work{release: make(chan struct{}), peers: map[string]int{}, cutOff: map[string]bool{}}
+}
 
 func (w *work) Execute(ctx context.Context, in handler.Inputs, sc handler.StepContext) (handler.Result, error) {
 	if w.armed.Load() {
+		from := "?"
+		if p, ok := peer.FromContext(ctx); ok {
+			from = p.Addr.String()
+		}
+		w.mu.Lock()
+		release := w.release
+		w.peers[from]++
+		w.mu.Unlock()
 		w.waiting.Add(1)
+		defer func() {
+			w.waiting.Add(-1)
+			w.mu.Lock()
+			if w.peers[from]--; w.peers[from] == 0 {
+				delete(w.peers, from)
+			}
+			w.mu.Unlock()
+		}()
 		select {
-		case <-w.release:
-			w.waiting.Add(-1)
+		case <-release:
 		case <-ctx.Done():
-			w.waiting.Add(-1)
 			w.mu.Lock()
 			w.cutOff[sc.RunID] = true
 			w.mu.Unlock()
@@ -118,13 +135,30 @@ func (w *work) Execute(ctx context.Context, in handler.Inputs, sc handler.StepCo
 	return handler.Data(map[string]any{"done": in.Params["topic"]}), nil
 }
 
+// waitingPeers counts the engine connections the waiting calls came on.
+func (w *work) waitingPeers() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.peers)
+}
+
+// open lets every waiting call go, and those of later rounds.
 func (w *work) open() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.released {
-		w.released = true
+	select {
+	case <-w.release:
+	default:
 		close(w.release)
 	}
+}
+
+// nextRound lets the waiting calls go and makes later ones wait again.
+func (w *work) nextRound() {
+	w.open()
+	w.mu.Lock()
+	w.release = make(chan struct{})
+	w.mu.Unlock()
 }
 
 func (w *work) cutOffRuns() map[string]bool {
@@ -399,9 +433,26 @@ func (d *driver) killAndRestart(ctx context.Context, started *atomic.Int64, w *w
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	w.armed.Store(true)
-	if err := poll("every worker to wait in the handler", 20*time.Second, func() bool { return w.waiting.Load() >= workers }); err != nil {
-		return err
+	// Both engines must have calls waiting, or the kill may cut nothing
+	// (every waiting call came through the survivor): let a one-sided
+	// round go and wait again.
+	for round := 1; ; round++ {
+		w.armed.Store(true)
+		if err := poll("every worker to wait in the handler", 20*time.Second, func() bool { return w.waiting.Load() >= workers }); err != nil {
+			return err
+		}
+		if n := w.waitingPeers(); n >= 2 {
+			d.t.Logf("kill in round %d: the waiting handler calls came on %d engine connections", round, n)
+			break
+		}
+		if round == 10 {
+			return fmt.Errorf("in %d rounds every waiting handler call came through one engine", round)
+		}
+		w.armed.Store(false)
+		w.nextRound()
+		if err := poll("the released calls to finish", 20*time.Second, func() bool { return w.waiting.Load() == 0 }); err != nil {
+			return err
+		}
 	}
 	a.kill()
 	// The dead engine's calls to the runner are cut off as its
