@@ -74,8 +74,9 @@ type stepInfo struct {
 	// strict is `structured_output: strict` when the step's schema is
 	// eligible (workflow.CheckStrict); strictNote is the one ⚠ line for a
 	// requested strict that is ineligible or has caveats.
-	strict     bool
-	strictNote string
+	strict          bool
+	strictRequested bool
+	strictNote      string
 }
 
 type driver struct {
@@ -535,7 +536,7 @@ func (d *driver) readStrict(definition []byte) {
 			continue
 		}
 		v := workflow.CheckStrict(st.StrictSchema())
-		info.strict = v.Eligible()
+		info.strict, info.strictRequested = v.Eligible(), true
 		switch {
 		case !v.Eligible():
 			info.strictNote = fmt.Sprintf("  ⚠ Step '%s': structured_output: strict — not sent (gate_ineligible): %s; the answer is validated after it arrives.", id, strings.Join(v.Refusals, "; "))
@@ -544,4 +545,30 @@ func (d *driver) readStrict(definition []byte) {
 		}
 		d.steps[id] = info
 	}
+}
+
+// strictRecord is the structured_output record of an answer (agent-driver
+// §8.3) for a step that asked for it: whether strict was sent and, if not,
+// why. nil for a step that did not ask.
+func (d *driver) strictRecord(info stepInfo, res *provider.Result) *structpb.Struct {
+	if !info.strictRequested {
+		return nil
+	}
+	rec := map[string]any{"requested": true, "sent": res.StrictSent, "provider": d.o.Provider.Name()}
+	switch {
+	case res.StrictSent:
+	case !info.strict:
+		rec["downgrade_reason"] = "gate_ineligible"
+	case d.o.Provider.Name() == "openai-reasoning":
+		rec["downgrade_reason"] = "provider_unsupported"
+	case d.o.Flags.BaseURL != "" && !d.o.Flags.StrictBaseURL:
+		rec["downgrade_reason"] = "compat_endpoint"
+	default:
+		rec["downgrade_reason"] = "api_rejected_schema"
+	}
+	s, err := structpb.NewStruct(rec)
+	if err != nil {
+		return nil
+	}
+	return s
 }

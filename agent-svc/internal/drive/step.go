@@ -65,7 +65,8 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 			return d.stop(d.failure(step, &provider.CallError{Class: provider.ClassOther, Message: err.Error(), Usage: billed}), step,
 				fmt.Sprintf("✗ Step '%s' failed: the model's answer cannot be sent: %s", step, err), d.reattachLine())
 		}
-		req := &realmv1.ExecuteStepRequest{RunId: d.runID, Command: step, Params: params, Caller: d.o.Caller}
+		req := &realmv1.ExecuteStepRequest{RunId: d.runID, Command: step, Params: params, Caller: d.o.Caller,
+			StructuredOutput: d.strictRecord(info, res)}
 		// The requests behind this answer (repairs included) are billed to
 		// the attempt the engine records; it derives include_steps' cost.
 		for _, u := range billed {

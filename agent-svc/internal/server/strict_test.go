@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -79,5 +81,68 @@ func TestStrictStepsAreSentStrictAndCaveatsAreSaid(t *testing.T) {
 		if !ev.GetModelCall().GetStrictSent() {
 			t.Errorf("model call for %s: strict not sent", ev.GetStep())
 		}
+	}
+}
+
+// The record of each strict answer reaches the evidence, and a provider
+// that refuses the strict schema (the answer came without it) shows as the
+// run's structured_output_downgraded finding.
+func TestAStrictDowngradeIsRecordedAndFound(t *testing.T) {
+	t.Parallel()
+	eng := startEngine(t)
+	if r, err := eng.RegisterWorkflow(ctx(t), &realmv1.RegisterWorkflowRequest{Source: &realmv1.WorkflowSource{Yaml: []byte(strictWorkflow), Path: "strict.yaml"}}); err != nil || !r.GetRegistered() {
+		t.Fatalf("register: %v %s", err, r.GetReport().GetText())
+	}
+	st := newStub(t, "openai", func(_ int, r wireRequest) answer {
+		if strings.Contains(r.User, "Give code") {
+			return answer{output: map[string]any{"code": "ABC"}}
+		}
+		// The note step's strict schema is refused: the provider sends
+		// the request again without strict.
+		if rf, _ := r.Body["response_format"].(map[string]any); rf["type"] == "json_schema" {
+			return answer{status: 400}
+		}
+		return answer{output: map[string]any{"note": "done"}}
+	})
+	agent := startAgent(t, server.Config{Engine: eng, Services: openaiAt(st.URL())})
+	evs := drive(t, agent, &realmv1.DriveRunRequest{WorkflowId: "strict", Options: opts("openai", "gpt-test")}, nil)
+	end := last(evs)
+	if end.GetOutcome() != realmv1.DriveOutcome_DRIVE_OUTCOME_COMPLETED {
+		t.Fatalf("end = %v\n%s", end, texts(evs))
+	}
+	exp, err := eng.ExportRun(ctx(t), &realmv1.ExportRunRequest{RunId: end.GetRunId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bundle struct {
+		Run struct {
+			Evidence []struct {
+				StepID      string         `json:"step_id"`
+				Diagnostics map[string]any `json:"diagnostics"`
+			} `json:"evidence"`
+		} `json:"run"`
+	}
+	if err := json.Unmarshal(exp.GetBundle(), &bundle); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]any{}
+	for _, e := range bundle.Run.Evidence {
+		got[e.StepID] = e.Diagnostics["structured_output"]
+	}
+	want := map[string]any{
+		"code": map[string]any{"requested": true, "sent": true, "provider": "openai"},
+		"note": map[string]any{"requested": true, "sent": false, "provider": "openai", "downgrade_reason": "api_rejected_schema"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("structured_output records = %v, want %v", got, want)
+	}
+	// An ended run's findings are in inspect's Run Health block.
+	ins, err := eng.InspectRun(ctx(t), &realmv1.InspectRunRequest{RunId: end.GetRunId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := "structured_output_downgraded: 1 step(s) requested strict structured output but ran without it (note: api_rejected_schema)"
+	if !strings.Contains(ins.GetText(), line) {
+		t.Errorf("inspect:\n%s\nwant a line with %q", ins.GetText(), line)
 	}
 }

@@ -24,6 +24,9 @@ func (e *Engine) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepReques
 		t.caller = req.GetCaller()
 		t.claimToken = req.GetClaimToken()
 		t.traceIn, t.nonce, t.usage = req.GetTrace(), req.GetWriterNonce(), req.GetUsage()
+		if so := req.GetStructuredOutput(); so != nil {
+			t.strictRecord = so.AsMap()
+		}
 		return t.execute(command, answer, req.GetCaller())
 	})
 	if reply, ok := readFailure(command, req.GetRunId(), err); ok {
@@ -198,6 +201,9 @@ func (t *txn) answer(s *workflow.Step, answer map[string]any, caller *realmv1.Ca
 	e.Diagnostics = map[string]any{"validation_rejections": t.run.ValidationRejections[s.Name]}
 	if len(t.usage) > 0 {
 		e.Diagnostics["cache"] = cacheDiagnostics(t.usage)
+	}
+	if t.strictRecord != nil {
+		e.Diagnostics["structured_output"] = t.strictRecord
 	}
 	trace, summary, own, anon, foreign := t.adoptTrace(s.Name, t.nonce, t.traceIn)
 	e.Trace, e.TraceSummary = trace, summary

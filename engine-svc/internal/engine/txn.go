@@ -75,7 +75,9 @@ type txn struct {
 	traceIn []*realmv1.TraceEntry
 	// usage is what the model requests behind an answer reported.
 	usage []*realmv1.ModelUsage
-	nonce string
+	// strictRecord is the driver's structured_output record of the answer.
+	strictRecord map[string]any
+	nonce        string
 	// adopted counts the trace entries an agent step's record took.
 	adopted *[3]int
 	// dispatch are the handler steps this write claimed, to run after it.

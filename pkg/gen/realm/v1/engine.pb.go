@@ -1571,9 +1571,14 @@ type ExecuteStepRequest struct {
 	// claim_token is the token of the step's claim this caller holds
 	// (ClaimStep): the answer is taken over that claim. A step in flight is
 	// answered only with its claim's token.
-	ClaimToken    *string `protobuf:"bytes,8,opt,name=claim_token,json=claimToken,proto3,oneof" json:"claim_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClaimToken *string `protobuf:"bytes,8,opt,name=claim_token,json=claimToken,proto3,oneof" json:"claim_token,omitempty"`
+	// structured_output is the driver's record of strict structured output
+	// for this answer (agent-driver §8.3): {requested, sent, provider,
+	// downgrade_reason?, caveats?}. Kept in the evidence's diagnostics; the
+	// structured_output_downgraded finding reads it.
+	StructuredOutput *structpb.Struct `protobuf:"bytes,9,opt,name=structured_output,json=structuredOutput,proto3" json:"structured_output,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ExecuteStepRequest) Reset() {
@@ -1660,6 +1665,13 @@ func (x *ExecuteStepRequest) GetClaimToken() string {
 		return *x.ClaimToken
 	}
 	return ""
+}
+
+func (x *ExecuteStepRequest) GetStructuredOutput() *structpb.Struct {
+	if x != nil {
+		return x.StructuredOutput
+	}
+	return nil
 }
 
 type ExecuteStepResponse struct {
@@ -5164,7 +5176,7 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"TraceEntry\x12\x14\n" +
 	"\x05event\x18\x01 \x01(\tR\x05event\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\tR\ttimestamp\x12+\n" +
-	"\x04data\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04data\"\xd1\x02\n" +
+	"\x04data\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04data\"\x97\x03\n" +
 	"\x12ExecuteStepRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x12/\n" +
@@ -5174,7 +5186,8 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x06caller\x18\x06 \x01(\v2\x10.realm.v1.CallerR\x06caller\x12*\n" +
 	"\x05usage\x18\a \x03(\v2\x14.realm.v1.ModelUsageR\x05usage\x12$\n" +
 	"\vclaim_token\x18\b \x01(\tH\x00R\n" +
-	"claimToken\x88\x01\x01B\x0e\n" +
+	"claimToken\x88\x01\x01\x12D\n" +
+	"\x11structured_output\x18\t \x01(\v2\x17.google.protobuf.StructR\x10structuredOutputB\x0e\n" +
 	"\f_claim_token\"<\n" +
 	"\x13ExecuteStepResponse\x12%\n" +
 	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\xaa\x02\n" +
@@ -5633,124 +5646,125 @@ var file_realm_v1_engine_proto_depIdxs = []int32{
 	22,  // 29: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
 	77,  // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
 	81,  // 31: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
-	78,  // 32: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
-	77,  // 33: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
-	78,  // 34: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
-	77,  // 35: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
-	78,  // 36: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
-	82,  // 37: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
-	74,  // 38: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
-	75,  // 39: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
-	74,  // 40: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
-	79,  // 41: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
-	30,  // 42: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
-	74,  // 43: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
-	74,  // 44: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
-	75,  // 45: realm.v1.RunState.params:type_name -> google.protobuf.Struct
-	80,  // 46: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
-	75,  // 47: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
-	75,  // 48: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
-	75,  // 49: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
-	31,  // 50: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
-	78,  // 51: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
-	77,  // 52: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
-	79,  // 53: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
-	78,  // 54: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
-	22,  // 55: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
-	77,  // 56: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
-	36,  // 57: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
-	78,  // 58: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
-	79,  // 59: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
-	79,  // 60: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
-	74,  // 61: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	74,  // 62: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	74,  // 63: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
-	74,  // 64: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
-	39,  // 65: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	77,  // 66: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	78,  // 67: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	77,  // 68: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	78,  // 69: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
-	77,  // 70: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
-	78,  // 71: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
-	77,  // 72: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
-	78,  // 73: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
-	74,  // 74: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
-	77,  // 75: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
-	78,  // 76: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
-	83,  // 77: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
-	77,  // 78: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
-	77,  // 79: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
-	79,  // 80: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
-	62,  // 81: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
-	63,  // 82: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
-	66,  // 83: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
-	69,  // 84: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
-	69,  // 85: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
-	69,  // 86: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
-	69,  // 87: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
-	69,  // 88: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
-	3,   // 89: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	5,   // 90: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	7,   // 91: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	11,  // 92: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	13,  // 93: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	15,  // 94: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	18,  // 95: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	23,  // 96: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	25,  // 97: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	27,  // 98: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	29,  // 99: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	33,  // 100: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	35,  // 101: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	38,  // 102: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	41,  // 103: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	43,  // 104: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	45,  // 105: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	47,  // 106: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	49,  // 107: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	51,  // 108: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
-	53,  // 109: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
-	55,  // 110: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
-	57,  // 111: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
-	59,  // 112: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
-	61,  // 113: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
-	65,  // 114: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
-	68,  // 115: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
-	71,  // 116: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
-	4,   // 117: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	6,   // 118: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	10,  // 119: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	12,  // 120: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	14,  // 121: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	16,  // 122: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	21,  // 123: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	24,  // 124: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	26,  // 125: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	28,  // 126: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	32,  // 127: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	34,  // 128: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	37,  // 129: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	40,  // 130: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	42,  // 131: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	44,  // 132: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	46,  // 133: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	48,  // 134: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	50,  // 135: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	52,  // 136: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
-	54,  // 137: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
-	56,  // 138: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
-	58,  // 139: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
-	60,  // 140: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
-	64,  // 141: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
-	67,  // 142: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
-	70,  // 143: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
-	72,  // 144: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
-	117, // [117:145] is the sub-list for method output_type
-	89,  // [89:117] is the sub-list for method input_type
-	89,  // [89:89] is the sub-list for extension type_name
-	89,  // [89:89] is the sub-list for extension extendee
-	0,   // [0:89] is the sub-list for field type_name
+	75,  // 32: realm.v1.ExecuteStepRequest.structured_output:type_name -> google.protobuf.Struct
+	78,  // 33: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
+	77,  // 34: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
+	78,  // 35: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
+	77,  // 36: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
+	78,  // 37: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
+	82,  // 38: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
+	74,  // 39: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
+	75,  // 40: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
+	74,  // 41: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
+	79,  // 42: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
+	30,  // 43: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
+	74,  // 44: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
+	74,  // 45: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
+	75,  // 46: realm.v1.RunState.params:type_name -> google.protobuf.Struct
+	80,  // 47: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
+	75,  // 48: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
+	75,  // 49: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
+	75,  // 50: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
+	31,  // 51: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
+	78,  // 52: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
+	77,  // 53: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
+	79,  // 54: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
+	78,  // 55: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
+	22,  // 56: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
+	77,  // 57: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
+	36,  // 58: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
+	78,  // 59: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
+	79,  // 60: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
+	79,  // 61: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
+	74,  // 62: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	74,  // 63: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	74,  // 64: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	74,  // 65: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	39,  // 66: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
+	77,  // 67: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	78,  // 68: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	77,  // 69: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	78,  // 70: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	77,  // 71: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
+	78,  // 72: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
+	77,  // 73: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
+	78,  // 74: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
+	74,  // 75: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
+	77,  // 76: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
+	78,  // 77: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
+	83,  // 78: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
+	77,  // 79: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
+	77,  // 80: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
+	79,  // 81: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
+	62,  // 82: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
+	63,  // 83: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
+	66,  // 84: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
+	69,  // 85: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
+	69,  // 86: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
+	69,  // 87: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
+	69,  // 88: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
+	69,  // 89: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
+	3,   // 90: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	5,   // 91: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	7,   // 92: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	11,  // 93: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	13,  // 94: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	15,  // 95: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	18,  // 96: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	23,  // 97: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	25,  // 98: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	27,  // 99: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	29,  // 100: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	33,  // 101: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	35,  // 102: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	38,  // 103: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	41,  // 104: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	43,  // 105: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	45,  // 106: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	47,  // 107: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	49,  // 108: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	51,  // 109: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
+	53,  // 110: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
+	55,  // 111: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
+	57,  // 112: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
+	59,  // 113: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
+	61,  // 114: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
+	65,  // 115: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
+	68,  // 116: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
+	71,  // 117: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
+	4,   // 118: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	6,   // 119: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	10,  // 120: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	12,  // 121: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	14,  // 122: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	16,  // 123: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	21,  // 124: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	24,  // 125: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	26,  // 126: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	28,  // 127: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	32,  // 128: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	34,  // 129: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	37,  // 130: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	40,  // 131: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	42,  // 132: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	44,  // 133: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	46,  // 134: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	48,  // 135: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	50,  // 136: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	52,  // 137: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
+	54,  // 138: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
+	56,  // 139: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
+	58,  // 140: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
+	60,  // 141: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
+	64,  // 142: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
+	67,  // 143: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
+	70,  // 144: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
+	72,  // 145: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
+	118, // [118:146] is the sub-list for method output_type
+	90,  // [90:118] is the sub-list for method input_type
+	90,  // [90:90] is the sub-list for extension type_name
+	90,  // [90:90] is the sub-list for extension extendee
+	0,   // [0:90] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
