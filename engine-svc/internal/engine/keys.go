@@ -20,11 +20,7 @@ import (
 // only if it still holds what was read, so a run created meanwhile under
 // the key keeps it.
 func (e *Engine) ReconcileKeys(ctx context.Context, req *realmv1.ReconcileKeysRequest) (*realmv1.ReconcileKeysResponse, error) {
-	m, err := e.maintenance()
-	if err != nil {
-		return nil, err
-	}
-	runs, err := e.scanRuns(ctx, m)
+	m, runs, err := e.maintainedRuns(ctx)
 	if err != nil {
 		return nil, err
 	}

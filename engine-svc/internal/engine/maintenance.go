@@ -35,6 +35,17 @@ type storedRun struct {
 	storedPhase string
 }
 
+// maintainedRuns is the store's maintenance side and every stored run,
+// decoded: what reconcile and stamp-seals start from.
+func (e *Engine) maintainedRuns(ctx context.Context) (store.Maintenance, []storedRun, error) {
+	m, err := e.maintenance()
+	if err != nil {
+		return nil, nil, err
+	}
+	runs, err := e.scanRuns(ctx, m)
+	return m, runs, err
+}
+
 // scanRuns decodes every stored run. One unreadable document stops the
 // pass: deciding about the rest while one record is unknown would report
 // a store as clean that is not (cli spec §4.9: one unparseable run file

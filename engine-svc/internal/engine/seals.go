@@ -16,11 +16,7 @@ import (
 // stamp is not activity: retention clocks must not move). Runs already
 // sealed are only checked.
 func (e *Engine) StampSeals(ctx context.Context, req *realmv1.StampSealsRequest) (*realmv1.StampSealsResponse, error) {
-	m, err := e.maintenance()
-	if err != nil {
-		return nil, err
-	}
-	runs, err := e.scanRuns(ctx, m)
+	_, runs, err := e.maintainedRuns(ctx)
 	if err != nil {
 		return nil, err
 	}
