@@ -8,7 +8,7 @@ SHELL := /usr/bin/env bash
 
 BIN     := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.0.0-dev)
-LDFLAGS := -X github.com/realm-go/realm/pkg/cli.Version=$(VERSION)
+LDFLAGS := -X github.com/realm-go/realm/pkg/version.Version=$(VERSION)
 
 # Every main package under <module>/cmd/<name> (and services/<x>/cmd/<name>):
 # a new service's binary is picked up without editing this file.
@@ -41,8 +41,8 @@ generate: ## Regenerate pkg/gen from proto/.
 	cd tools && GOWORK=off go tool buf generate --template buf.gen.yaml
 
 .PHONY: docs
-docs: ## Regenerate docs/cli.md from the realm command definitions (pkg/cli).
-	go run ./pkg/cli/gendocs -o docs/cli.md
+docs: ## Regenerate docs/cli.md from the realm command definitions (cli/command).
+	go run ./cli/command/gendocs -o docs/cli.md
 
 .PHONY: check-generated
 check-generated: ## Fail if pkg/gen differs from what proto/ generates.

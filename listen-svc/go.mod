@@ -49,7 +49,6 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
 
-replace (
-	github.com/realm-go/realm/engine-svc => ../engine-svc
-	github.com/realm-go/realm/pkg => ../pkg
-)
+replace github.com/realm-go/realm/pkg => ../pkg
+
+replace github.com/realm-go/realm/engine-svc => ../engine-svc

@@ -3,6 +3,7 @@ module github.com/realm-go/realm/services
 go 1.26.8
 
 require (
+	github.com/realm-go/realm/engine-svc v0.0.0
 	github.com/realm-go/realm/pkg v0.0.0
 	go.opentelemetry.io/otel v1.45.0
 	go.opentelemetry.io/otel/sdk v1.45.0
@@ -29,7 +30,6 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/realm-go/realm/engine-svc v0.0.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
@@ -52,5 +52,3 @@ require (
 replace github.com/realm-go/realm/pkg => ../pkg
 
 replace github.com/realm-go/realm/engine-svc => ../engine-svc
-
-replace github.com/realm-go/realm/listen-svc => ../listen-svc

@@ -54,7 +54,3 @@ require (
 )
 
 replace github.com/realm-go/realm/pkg => ../pkg
-
-replace github.com/realm-go/realm/engine-svc => ../engine-svc
-
-replace github.com/realm-go/realm/listen-svc => ../listen-svc

@@ -12,15 +12,13 @@ WORKDIR /src
 ENV CGO_ENABLED=0 GOWORK=off GOTOOLCHAIN=local
 # Module files first, so the download layer is cached across source edits.
 COPY pkg/go.* pkg/
-COPY engine-svc/go.* engine-svc/
 COPY agent-svc/go.* agent-svc/
 RUN cd agent-svc && go mod download
 COPY pkg/ pkg/
-COPY engine-svc/ engine-svc/
 COPY agent-svc/ agent-svc/
 ARG VERSION=0.0.0-dev
 RUN cd agent-svc && go build -trimpath \
-      -ldflags "-s -w -X github.com/realm-go/realm/pkg/cli.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/realm-go/realm/pkg/version.Version=${VERSION}" \
       -o /out/agent-svc ./cmd/agent-svc
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -18,7 +18,7 @@ COPY pkg/ pkg/
 COPY engine-svc/ engine-svc/
 ARG VERSION=0.0.0-dev
 RUN cd engine-svc && go build -trimpath \
-      -ldflags "-s -w -X github.com/realm-go/realm/pkg/cli.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/realm-go/realm/pkg/version.Version=${VERSION}" \
       -o /out/engine-svc ./cmd/engine-svc
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -12,18 +12,13 @@ WORKDIR /src
 ENV CGO_ENABLED=0 GOWORK=off GOTOOLCHAIN=local
 # Module files first, so the download layer is cached across source edits.
 COPY pkg/go.* pkg/
-# listen-svc calls engine-svc and agent-svc; their modules may be replace targets.
-COPY engine-svc/go.* engine-svc/
-COPY agent-svc/go.* agent-svc/
 COPY listen-svc/go.* listen-svc/
 RUN cd listen-svc && go mod download
 COPY pkg/ pkg/
-COPY engine-svc/ engine-svc/
-COPY agent-svc/ agent-svc/
 COPY listen-svc/ listen-svc/
 ARG VERSION=0.0.0-dev
 RUN cd listen-svc && go build -trimpath \
-      -ldflags "-s -w -X github.com/realm-go/realm/pkg/cli.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/realm-go/realm/pkg/version.Version=${VERSION}" \
       -o /out/listen-svc ./cmd/listen-svc
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -12,17 +12,13 @@ WORKDIR /src
 ENV CGO_ENABLED=0 GOWORK=off GOTOOLCHAIN=local
 # Module files first, so the download layer is cached across source edits.
 COPY pkg/go.* pkg/
-COPY engine-svc/go.* engine-svc/
-COPY listen-svc/go.* listen-svc/
 COPY mcp-svc/go.* mcp-svc/
 RUN cd mcp-svc && go mod download
 COPY pkg/ pkg/
-COPY engine-svc/ engine-svc/
-COPY listen-svc/ listen-svc/
 COPY mcp-svc/ mcp-svc/
 ARG VERSION=0.0.0-dev
 RUN cd mcp-svc && go build -trimpath \
-      -ldflags "-s -w -X github.com/realm-go/realm/pkg/cli.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/realm-go/realm/pkg/version.Version=${VERSION}" \
       -o /out/mcp-svc ./cmd/mcp-svc
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -23,7 +23,7 @@ ARG RUNNER=example-runner
 ARG CMD=${RUNNER}/cmd/${RUNNER}
 ARG VERSION=0.0.0-dev
 RUN cd services && go build -trimpath \
-      -ldflags "-s -w -X github.com/realm-go/realm/pkg/cli.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/realm-go/realm/pkg/version.Version=${VERSION}" \
       -o /out/runner ./${CMD}
 
 FROM gcr.io/distroless/static-debian12:nonroot

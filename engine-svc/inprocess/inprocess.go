@@ -1,7 +1,7 @@
 // Package inprocess runs a whole engine inside the calling process: the
 // engine, its capability registry and its gRPC server on a loopback port,
 // over a store of its own. It is what `realm workflow test` and
-// pkg/realmtest drive, so a workflow author needs no engine service, and
+// engine-svc/realmtest drive, so a workflow author needs no engine service, and
 // what other modules' tests start (enginetest).
 //
 // The default store is a fresh in-memory Redis (miniredis) that is never

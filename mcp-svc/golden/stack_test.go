@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/realm-go/realm/engine-svc/enginetest"
+	"github.com/realm-go/realm/mcp-svc/mcpserver"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
-	"github.com/realm-go/realm/pkg/mcpserver"
 )
 
 func testCtx(t testing.TB) context.Context {
@@ -53,7 +53,7 @@ type door struct {
 
 // newStack starts an engine over backend with testdata/<wf>.yaml
 // registered for each wf, and the MCP server over streamable HTTP
-// (pkg/mcpserver's handler, dev mode: no token).
+// (mcp-svc/mcpserver's handler, dev mode: no token).
 func newStack(t testing.TB, backend string, workflows ...string) *stack {
 	t.Helper()
 	return newStackVia(t, backend, door{}, workflows...)

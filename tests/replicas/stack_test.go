@@ -49,7 +49,7 @@ func buildBinaries(t *testing.T) binaries {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(goTool(), "build", "-o", dir+string(os.PathSeparator),
-		"./engine-svc/cmd/engine-svc", "./mcp-svc/cmd/mcp-svc", "./pkg/cmd/realm")
+		"./engine-svc/cmd/engine-svc", "./mcp-svc/cmd/mcp-svc", "./cli/cmd/realm")
 	cmd.Dir = repoRoot(t)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

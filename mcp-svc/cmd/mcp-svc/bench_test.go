@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/realm-go/realm/engine-svc/enginetest"
+	"github.com/realm-go/realm/mcp-svc/mcpserver"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
-	"github.com/realm-go/realm/pkg/mcpserver"
 )
 
 // benchWorkflow has one agent step with no schema: every execute_step

@@ -22,12 +22,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/realm-go/realm/pkg/cli"
+	"github.com/realm-go/realm/mcp-svc/mcpserver"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
-	"github.com/realm-go/realm/pkg/mcpserver"
 	"github.com/realm-go/realm/pkg/metrics"
 	"github.com/realm-go/realm/pkg/tracing"
+	"github.com/realm-go/realm/pkg/version"
 )
 
 const logPrefix = "mcp-svc: "
@@ -90,7 +90,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Engine:     realmv1.NewEngineServiceClient(conn),
 		EngineAddr: *engineAddr,
 		Caller:     caller,
-		Version:    cli.Version,
+		Version:    version.Version,
 		ErrorLog:   stderr,
 		LogPrefix:  logPrefix,
 		Metrics:    reg,

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/realm-go/realm/engine-svc/realmtest"
 	"github.com/realm-go/realm/pkg/errcode"
 	"github.com/realm-go/realm/pkg/handler"
-	"github.com/realm-go/realm/pkg/realmtest"
 	"github.com/realm-go/realm/pkg/runner"
 	"github.com/realm-go/realm/pkg/workflow"
 	"github.com/realm-go/realm/services/example-runner/handlers"

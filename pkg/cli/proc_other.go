@@ -1,9 +1,0 @@
-//go:build !unix
-
-package cli
-
-import "os/exec"
-
-// ownGroup is a no-op where process groups do not exist: cancelling the
-// command kills the process itself.
-func ownGroup(*exec.Cmd) {}
