@@ -141,7 +141,7 @@ type advanceOpts struct {
 	// chain runs auto steps that became ready.
 	chain bool
 	// arm seals a run this write completes.
-	arm string
+	arm record.Arm
 }
 
 // advance re-evaluates every pending step after a write: it settles skips,
@@ -206,7 +206,7 @@ func (t *txn) advance(o advanceOpts) {
 }
 
 // maybeComplete seals the run completed when no step is left to settle.
-func (t *txn) maybeComplete(arm string) {
+func (t *txn) maybeComplete(arm record.Arm) {
 	if t.run.Terminal() || t.run.PendingGate != nil {
 		return
 	}
@@ -216,17 +216,17 @@ func (t *txn) maybeComplete(arm string) {
 		}
 	}
 	if arm == "" {
-		arm = "complete"
+		arm = record.ArmComplete
 	}
 	reason := "Workflow completed."
-	if arm == "guard_pass_complete" || arm == "gate_expiry_default" {
+	if arm == record.ArmGuardPassComplete || arm == record.ArmGateExpiryDefault {
 		reason = ""
 	}
 	t.run.Seal(arm, "", reason)
-	if arm == "guard_pass_complete" && len(t.guards) > 0 {
+	if arm == record.ArmGuardPassComplete && len(t.guards) > 0 {
 		last := t.guards[len(t.guards)-1]
 		t.run.SealedBy.Step = last.Step
-		t.endedBy = &realmv1.EndedBy{Arm: arm, Step: last.Step}
+		t.endedBy = &realmv1.EndedBy{Arm: string(arm), Step: last.Step}
 	}
 	t.touch()
 }
@@ -348,8 +348,8 @@ func (t *txn) decideGuard(s *workflow.Step) {
 		t.run.MarkFailed(s.Name, msg, &record.Settled{Outcome: "fail"})
 		t.appendEvidence(e)
 		t.guards = append(t.guards, &realmv1.GuardOutcome{Step: s.Name, Outcome: "resolution_error"})
-		t.run.Seal("guard_resolution_error", s.Name, fmt.Sprintf("Guard step '%s' failed with a resolution error: %s", s.Name, msg))
-		t.endedBy = &realmv1.EndedBy{Arm: "guard_resolution_error", Step: s.Name, Reason: &msg}
+		t.run.Seal(record.ArmGuardResolutionError, s.Name, fmt.Sprintf("Guard step '%s' failed with a resolution error: %s", s.Name, msg))
+		t.endedBy = &realmv1.EndedBy{Arm: string(record.ArmGuardResolutionError), Step: s.Name, Reason: &msg}
 	case passed:
 		out := map[string]any{"conditions": condList(conds), "aborted": false}
 		e.OutputSummary = out
@@ -357,7 +357,7 @@ func (t *txn) decideGuard(s *workflow.Step) {
 		t.run.MarkCompleted(s.Name, &record.Settled{Outcome: "complete"})
 		t.appendEvidence(e)
 		t.guards = append(t.guards, &realmv1.GuardOutcome{Step: s.Name, Outcome: "pass"})
-		t.completedArm = "guard_pass_complete"
+		t.completedArm = record.ArmGuardPassComplete
 	default:
 		out := map[string]any{"conditions": condList(conds), "aborted": true}
 		if s.AbortMessage != "" {
@@ -370,8 +370,8 @@ func (t *txn) decideGuard(s *workflow.Step) {
 		t.guards = append(t.guards, &realmv1.GuardOutcome{Step: s.Name, Outcome: "abort"})
 		t.run.AbortedAt = &record.AbortedAt{StepID: s.Name, Conditions: conds, AbortMessage: s.AbortMessage}
 		t.abortRest("guard_abort")
-		t.run.Seal("guard_abort", s.Name, "")
-		t.endedBy = &realmv1.EndedBy{Arm: "guard_abort", Step: s.Name}
+		t.run.Seal(record.ArmGuardAbort, s.Name, "")
+		t.endedBy = &realmv1.EndedBy{Arm: string(record.ArmGuardAbort), Step: s.Name}
 		if s.AbortMessage != "" {
 			msg := s.AbortMessage
 			t.endedBy.Reason = &msg
@@ -426,7 +426,7 @@ func (t *txn) failStep(step, msg string) (terminated bool) {
 	if t.recoverable(step) {
 		return false
 	}
-	t.run.Seal("step_failure", step, fmt.Sprintf("Step '%s' failed: %s", step, msg))
+	t.run.Seal(record.ArmStepFailure, step, fmt.Sprintf("Step '%s' failed: %s", step, msg))
 	return true
 }
 

@@ -517,7 +517,7 @@ func (t *txn) settleDispatched(c claimed, o outcome) {
 		t.run.MarkSkipped(c.step, &record.SkipDetail{Kind: "handler_abort"})
 		t.run.AbortedAt = &record.AbortedAt{StepID: c.step, AbortMessage: msg}
 		t.abortRest("handler_abort")
-		t.run.Seal("handler_abort", c.step, fmt.Sprintf("Handler '%s' aborted the run: %s", c.step, msg))
+		t.run.Seal(record.ArmHandlerAbort, c.step, fmt.Sprintf("Handler '%s' aborted the run: %s", c.step, msg))
 		t.abortedBy = c.step
 	default:
 		out := dataOf(last.resp)
@@ -596,16 +596,16 @@ func (t *txn) markCapabilityBlock(s *workflow.Step) {
 		return
 	}
 	if t.run.CapabilityBlocks == nil {
-		t.run.CapabilityBlocks = map[string]map[string]any{}
+		t.run.CapabilityBlocks = map[string]*record.CapabilityBlock{}
 	}
-	kind, name, code := "handler", s.Handler, errcode.EngineHandlerNotRegistered
+	kind, name, code := record.RequireHandler, s.Handler, errcode.EngineHandlerNotRegistered
 	if s.UsesService != "" {
-		kind, name, code = "adapter", t.adapterOf(s), errcode.EngineAdapterNotRegistered
+		kind, name, code = record.RequireAdapter, t.adapterOf(s), errcode.EngineAdapterNotRegistered
 	}
-	t.run.CapabilityBlocks[s.Name] = map[string]any{
-		"requirement": map[string]any{"kind": kind, "name": name},
-		"code":        string(code),
-		"at":          record.FormatTime(t.now),
+	t.run.CapabilityBlocks[s.Name] = &record.CapabilityBlock{
+		Requirement: record.Requirement{Kind: kind, Name: name},
+		Code:        string(code),
+		At:          record.FormatTime(t.now),
 	}
 	t.blocked = append(t.blocked, s)
 	t.warnings = append(t.warnings, fmt.Sprintf("Step '%s' is blocked: its %s '%s' is not registered in this runner.", s.Name, kind, name))

@@ -337,7 +337,7 @@ func (t *txn) stepReply(command, step string) *realmv1.Reply {
 	r.NextActions = t.nextActions(v)
 	if t.endedBy != nil {
 		r.ContextHint = t.guardSentence()
-		if t.endedBy.Arm == "guard_resolution_error" {
+		if record.Arm(t.endedBy.Arm) == record.ArmGuardResolutionError {
 			if tail := t.terminalTail(); tail != "" {
 				r.ContextHint += " " + tail
 			}

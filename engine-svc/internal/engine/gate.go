@@ -305,7 +305,7 @@ func (t *txn) respond(req *realmv1.SubmitHumanResponseRequest) {
 	t.appendEvidence(e)
 	// Guards the answer makes ready are decided in this write; auto steps
 	// are owed to the engine (advance_run), not run here.
-	t.advance(advanceOpts{decideGuards: true, chain: false, arm: "gate_resolution_complete"})
+	t.advance(advanceOpts{decideGuards: true, chain: false, arm: record.ArmGateResolutionComplete})
 	t.compose = func() *realmv1.Reply {
 		r := t.envelope(step)
 		r.GateClaim = &realmv1.GateClaim{Proof: proof, Cause: cause, OpenedBy: opened}
@@ -319,7 +319,7 @@ func (t *txn) respond(req *realmv1.SubmitHumanResponseRequest) {
 		switch {
 		case t.endedBy != nil:
 			hint = t.guardSentence()
-			if t.endedBy.Arm == "guard_resolution_error" {
+			if record.Arm(t.endedBy.Arm) == record.ArmGuardResolutionError {
 				if tail := t.terminalTail(); tail != "" {
 					hint += " " + tail
 				}

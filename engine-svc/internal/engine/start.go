@@ -129,7 +129,7 @@ func (e *Engine) createOrMatch(ctx context.Context, def *compiled, params map[st
 			t.run.ID = e.st.NewRunID(key)
 			t.idemKey, t.idemExpect = key, expect
 		}
-		t.index = append(t.index, indexOp("index", t.run.ID, t.now))
+		t.index = append(t.index, indexOp(store.IndexRuns, t.run.ID, t.now))
 		if o.chain {
 			t.startChain()
 		}
@@ -212,7 +212,7 @@ func (t *txn) createdReply(command string) *realmv1.Reply {
 	v := t.view()
 	r.NextActions = t.nextActions(v)
 	switch {
-	case t.endedBy != nil && t.endedBy.Arm != "guard_pass_complete":
+	case t.endedBy != nil && record.Arm(t.endedBy.Arm) != record.ArmGuardPassComplete:
 		r.ContextHint = t.guardSentence()
 	case t.lastAuto != "":
 		r.ContextHint = fmt.Sprintf("Step '%s' completed. %s", t.lastAuto, t.afterHint(v))
@@ -241,10 +241,10 @@ func (t *txn) afterHint(v view) string {
 
 // guardSentence is the context_hint of a guard that ended the run.
 func (t *txn) guardSentence() string {
-	switch t.endedBy.Arm {
-	case "guard_abort":
+	switch record.Arm(t.endedBy.Arm) {
+	case record.ArmGuardAbort:
 		return fmt.Sprintf("Guard step '%s' aborted the run.", t.endedBy.Step)
-	case "guard_resolution_error":
+	case record.ArmGuardResolutionError:
 		return fmt.Sprintf("Guard step '%s' failed with a resolution error. Run is terminated.", t.endedBy.Step)
 	default:
 		return fmt.Sprintf("Guard step '%s' passed and completed the run.", t.endedBy.Step)

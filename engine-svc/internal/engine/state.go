@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -103,9 +102,8 @@ func (t *txn) state(ctx context.Context, includeSteps bool) *realmv1.RunState {
 			s.TerminalReason = ptr(r.TerminalReason)
 		}
 		if r.SealedBy != nil {
-			s.SealedByArm = r.SealedBy.Arm
-			switch {
-			case strings.HasPrefix(r.SealedBy.Arm, "guard_"), strings.HasPrefix(r.SealedBy.Arm, "gate_"), r.SealedBy.Arm == "handler_abort":
+			s.SealedByArm = string(r.SealedBy.Arm)
+			if r.SealedBy.Arm.NamesStep() {
 				s.SealedByStep = r.SealedBy.Step
 			}
 			if r.SealedBy.Classified {
@@ -113,7 +111,7 @@ func (t *txn) state(ctx context.Context, includeSteps bool) *realmv1.RunState {
 			}
 		}
 	}
-	if a := r.AbortedAt; a != nil && r.SealedBy != nil && r.SealedBy.Arm == "guard_abort" {
+	if a := r.AbortedAt; a != nil && r.SealedBy != nil && r.SealedBy.Arm == record.ArmGuardAbort {
 		ctx := map[string]any{"step_id": a.StepID, "conditions": condList(a.Conditions)}
 		if a.AbortMessage != "" {
 			ctx["abort_message"] = a.AbortMessage
@@ -149,7 +147,7 @@ func (e *Engine) AbandonRun(ctx context.Context, req *realmv1.AbandonRunRequest)
 	if reason == "" {
 		reason = "Abandoned via abandon_run"
 	}
-	arm := "abandon_requested"
+	arm := record.ArmAbandonRequested
 	const note = "abandon is a kill — declared finalizers (if any) did NOT run and will not for this run. The graceful path is the workflow's own guard step (abort_unless), which runs them; there is no operator abort command."
 	var resp *realmv1.AbandonRunResponse
 	_, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
@@ -183,7 +181,7 @@ func (e *Engine) AbandonRun(ctx context.Context, req *realmv1.AbandonRunRequest)
 				resp = &realmv1.AbandonRunResponse{Refusal: ref}
 				return nil
 			}
-			arm, reason = "cleanup_sweep", "Marked abandoned by realm cleanup"
+			arm, reason = record.ArmCleanupSweep, "Marked abandoned by realm cleanup"
 		}
 		if g := r.PendingGate; g != nil {
 			msg := fmt.Sprintf("Run '%s' is waiting on human gate '%s' (gate '%s'); answer it before abandoning. Answer it: submit_human_response {run_id: '%s', gate_id: '%s', choice: <one of: %s>}.",

@@ -55,8 +55,8 @@ type txn struct {
 	guards       []*realmv1.GuardOutcome
 	endedBy      *realmv1.EndedBy
 	warnings     []string
-	lastAuto     string // the last auto step that completed in this call
-	completedArm string // the arm a completion seals with
+	lastAuto     string     // the last auto step that completed in this call
+	completedArm record.Arm // the arm a completion seals with
 	// openedGate is the step whose gate this write opened.
 	openedGate string
 	// caller is the program behind the act, stamped on claims.
@@ -268,11 +268,8 @@ func (t *txn) settlementOf(step string, failed bool) map[string]any {
 }
 
 // timerIndexes are the bucket indexes that find runs needing attention
-// without loading every run, set from the run as this write leaves it, in
-// the same atomic script: "claims" (earliest claim deadline; 0 for a claim
-// of unknown age), "expiries" (an open gate's expiry, read by the sweeper),
-// "activity" (last write of an open run), "finalizers" (an ended run owing
-// cleanup) and "blocked" (an open run with a capability block).
+// without loading every run (store.IndexClaims and the rest), set from the
+// run as this write leaves it, in the same atomic script.
 func (t *txn) timerIndexes() []store.IndexOp {
 	r, id := t.run, t.run.ID
 	set := func(index string, score float64, on bool) store.IndexOp {
@@ -302,10 +299,10 @@ func (t *txn) timerIndexes() []store.IndexOp {
 		expiry, hasExpiry = float64(record.ParseTime(g.ExpiresAt).UnixMilli()), true
 	}
 	return []store.IndexOp{
-		set("claims", claim, open && hasClaim),
-		set("expiries", expiry, hasExpiry),
-		set("activity", float64(t.now.UnixMilli()), open),
-		set("finalizers", 0, !open && len(pendingFinalizers(r)) > 0),
-		set("blocked", 0, open && len(r.CapabilityBlocks) > 0),
+		set(store.IndexClaims, claim, open && hasClaim),
+		set(store.IndexExpiries, expiry, hasExpiry),
+		set(store.IndexActivity, float64(t.now.UnixMilli()), open),
+		set(store.IndexFinalizers, 0, !open && len(pendingFinalizers(r)) > 0),
+		set(store.IndexBlocked, 0, open && len(r.CapabilityBlocks) > 0),
 	}
 }
