@@ -46,8 +46,8 @@ func (e *Engine) ClaimStep(ctx context.Context, req *realmv1.ClaimStepRequest) (
 // returns it; when the step cannot be called now it sets the refusal
 // reply and returns nil.
 func (t *txn) claimOnly(command, step string) *record.Claim {
-	refuse := func(why string) *record.Claim {
-		t.compose = func() *realmv1.Reply { return t.blockedReply(step, why) }
+	refuse := func(u *uncallable) *record.Claim {
+		t.compose = func() *realmv1.Reply { return t.blockedReply(step, u) }
 		return nil
 	}
 	switch {
@@ -57,20 +57,20 @@ func (t *txn) claimOnly(command, step string) *record.Claim {
 		}
 		return nil
 	case t.run.Terminal():
-		return refuse(fmt.Sprintf("run '%s' is already terminal (%s)", t.run.ID, t.run.Phase()))
+		return refuse(&uncallable{kind: callRunEnded, runID: t.run.ID, phase: t.run.Phase()})
 	}
 	s := t.stepOf(step)
 	if s == nil {
-		return refuse(fmt.Sprintf("step '%s' is not in workflow '%s'", step, t.run.WorkflowID))
+		return refuse(&uncallable{kind: callNotInWorkflow, step: step, workflowID: t.run.WorkflowID})
 	}
-	if why := t.notCallable(s); why != "" {
-		return refuse(why)
+	if u := t.notCallable(s); u != nil {
+		return refuse(u)
 	}
 	if s.Execution != workflow.KindAgent {
-		return refuse("only an agent step is claimed without being done; the engine runs this one")
+		return refuse(&uncallable{kind: callNotAgent})
 	}
-	if why := t.refusedBeforeClaim(s); why != "" {
-		t.compose = func() *realmv1.Reply { return t.cannotRunReply(step, why) }
+	if c := t.refusedBeforeClaim(s); c != nil {
+		t.compose = func() *realmv1.Reply { return t.cannotRunReply(step, c) }
 		return nil
 	}
 	c := &record.Claim{Token: uuid.NewString(), Holder: holderOf(t.caller), Since: record.FormatTime(t.now)}

@@ -177,7 +177,7 @@ func (t *txn) advance(o advanceOpts) {
 				if o.chain && (s.Handler != "" && !t.capable(s.Handler) || s.UsesService != "" && !t.capableAdapter(t.adapterOf(s))) {
 					t.markCapabilityBlock(s)
 				}
-				if o.chain && t.runnableHere(s) == "" {
+				if o.chain && t.runnableHere(s) == nil {
 					switch {
 					case s.Handler != "" || s.UsesService != "":
 						// Handler steps run after this write, on a runner;
@@ -231,50 +231,46 @@ func (t *txn) maybeComplete(arm record.Arm) {
 	t.touch()
 }
 
-// runnableHere says why an auto step cannot run in this engine, or "" when
+// runnableHere says why an auto step cannot run in this engine, or nil when
 // it can. Handlers and adapters are served by runners (capability registry);
 // without one the step waits, blocked on capability, and the run is not
 // failed.
-func (t *txn) runnableHere(s *workflow.Step) string {
+func (t *txn) runnableHere(s *workflow.Step) *cannotRun {
 	if s.Handler != "" && !t.capable(s.Handler) {
-		return fmt.Sprintf("'%s' cannot run here (capability): handler '%s' is not registered here — load the missing extension, or run the step on a runner that has it.", s.Name, s.Handler)
+		return &cannotRun{step: s, check: checkCapability, why: fmt.Sprintf("handler '%s' is not registered here", s.Handler)}
 	}
 	if s.UsesService != "" && !t.capableAdapter(t.adapterOf(s)) {
-		adapter := t.adapterOf(s)
-		return fmt.Sprintf("'%s' cannot run here (capability): adapter '%s' is not registered here — load the missing extension, or run the step on a runner that has it.", s.Name, adapter)
+		return &cannotRun{step: s, check: checkCapability, why: fmt.Sprintf("adapter '%s' is not registered here", t.adapterOf(s))}
 	}
-	if why := t.refusedBeforeClaim(s); why != "" {
-		return why
-	}
-	return ""
+	return t.refusedBeforeClaim(s)
 }
 
 // refusedBeforeClaim checks a step's preconditions before it is claimed
-// (spec §5.1/§6.5), returning the "cannot run" sentence or "".
-func (t *txn) refusedBeforeClaim(s *workflow.Step) string {
+// (spec §5.1/§6.5): the refusal, or nil.
+func (t *txn) refusedBeforeClaim(s *workflow.Step) *cannotRun {
 	switch s.Trust {
 	case "", workflow.TrustAuto, workflow.TrustHumanConfirmed, workflow.TrustHumanReviewed:
 	default:
 		// Only a copy registered by an older version can carry one: the
 		// loader refuses it today.
-		return fmt.Sprintf("'%s' cannot run (trust): 'trust: \"%s\"' is not a recognized value — the engine will refuse this step at dispatch (VALIDATION_TRUST_VALUE).", s.Name, s.Trust)
+		return &cannotRun{step: s, check: checkTrust, why: fmt.Sprintf("'trust: \"%s\"' is not a recognized value — the engine will refuse this step at dispatch (VALIDATION_TRUST_VALUE)", s.Trust)}
 	}
 	if conds := t.def.pre[s.Name]; len(conds) > 0 {
 		_, results := condition.EvalAll(condition.FieldPrecondition, conds, t.scope())
 		for _, r := range results {
 			if !r.Passed {
-				return fmt.Sprintf("'%s' cannot run (precondition): Precondition failed: '%s'. Resolved value: %s.", s.Name, r.Leaf, jsonText(r.ResolvedValue))
+				return &cannotRun{step: s, check: checkPrecondition, why: fmt.Sprintf("Precondition failed: '%s'. Resolved value: %s", r.Leaf, jsonText(r.ResolvedValue))}
 			}
 		}
 	}
 	if s.Execution == workflow.KindAuto {
 		if sch := t.def.input[s.Name]; sch != nil {
 			if errs := sch.Validate(t.engineInput(s)); len(errs) > 0 {
-				return fmt.Sprintf("'%s' cannot run (input_schema): %s.", s.Name, inputRefusal(errs[0]))
+				return &cannotRun{step: s, check: checkInputSchema, why: inputRefusal(errs[0])}
 			}
 		}
 	}
-	return ""
+	return nil
 }
 
 // engineInput is what the engine gives an auto step: the run's params when

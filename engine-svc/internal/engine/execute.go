@@ -103,16 +103,16 @@ func (t *txn) execute(command string, answer map[string]any, caller *realmv1.Cal
 		}
 		return nil
 	}
-	if why := t.notCallableBy(s); why != "" {
-		t.compose = func() *realmv1.Reply { return t.blockedReply(command, why) }
+	if u := t.notCallableBy(s); u != nil {
+		t.compose = func() *realmv1.Reply { return t.blockedReply(command, u) }
 		return nil
 	}
 	switch s.Execution {
 	case workflow.KindAgent:
 		t.answer(s, answer, caller)
 	case workflow.KindAuto:
-		if why := t.runnableHere(s); why != "" {
-			t.compose = func() *realmv1.Reply { return t.cannotRunReply(command, why) }
+		if c := t.runnableHere(s); c != nil {
+			t.compose = func() *realmv1.Reply { return t.cannotRunReply(command, c) }
 			return nil
 		}
 		if s.Handler != "" || s.UsesService != "" {
@@ -132,61 +132,59 @@ func (t *txn) execute(command string, answer map[string]any, caller *realmv1.Cal
 // under the claim whose token the caller presents is its to answer, and a
 // token the step no longer carries answers nothing (the claim was freed,
 // so what was typed under it is not recorded).
-func (t *txn) notCallableBy(s *workflow.Step) string {
+func (t *txn) notCallableBy(s *workflow.Step) *uncallable {
 	if t.claimToken == "" {
 		return t.notCallable(s)
 	}
 	if t.heldClaim(s, t.claimToken) {
-		return ""
+		return nil
 	}
-	if why := t.notCallable(s); why != "" {
-		return why
+	if u := t.notCallable(s); u != nil {
+		return u
 	}
-	return "the claim this call held on it was removed by another process (its claim_token is no longer the step's claim)"
+	return &uncallable{kind: callClaimGone}
 }
 
-// notCallable says why a step cannot be called now, or "".
-func (t *txn) notCallable(s *workflow.Step) string {
+// notCallable says why a step cannot be called now, or nil.
+func (t *txn) notCallable(s *workflow.Step) *uncallable {
 	switch t.run.StateOf(s.Name) {
 	case record.StateCompleted:
-		return "it has already completed"
+		return &uncallable{kind: callCompleted}
 	case record.StateFailed:
-		return "it has already failed"
+		return &uncallable{kind: callFailed}
 	case record.StateSkipped:
-		return "it has already been skipped"
+		return &uncallable{kind: callSkipped}
 	case record.StateInProgress:
 		if g := t.run.PendingGate; g != nil && g.StepName == s.Name {
-			return fmt.Sprintf("its question is open (choices: %s) — answer it with submit_human_response", joinComma(g.Choices))
+			return &uncallable{kind: callQuestionOpen, choices: g.Choices}
 		}
-		return "it is in flight (claimed by another call)"
+		return &uncallable{kind: callInFlight}
 	}
 	switch s.Execution {
 	case workflow.KindGuard:
-		return "it is a guard step, which the engine decides inside the write that makes it ready; it is never called"
+		return &uncallable{kind: callGuard}
 	case workflow.KindFinalizer:
-		return "it is a cleanup step, which the engine runs after the run ends; it is never called"
+		return &uncallable{kind: callFinalizer}
 	}
-	if t.run.PendingGate != nil {
-		g := t.run.PendingGate
-		return fmt.Sprintf("it waits on the question on step '%s' (choices: %s) — answer it with submit_human_response", g.StepName, joinComma(g.Choices))
+	if g := t.run.PendingGate; g != nil {
+		return &uncallable{kind: callWaitsQuestion, gateStep: g.StepName, choices: g.Choices}
 	}
-	r, _ := t.evaluate(s)
-	if r == waiting {
+	if r, _ := t.evaluate(s); r == waiting {
 		var open []*workflow.Step
 		for _, d := range s.DependsOn {
 			if !t.run.IsSettled(d) {
 				open = append(open, t.stepOf(d))
 			}
 		}
-		return "its dependencies are not settled: " + names(open)
+		return &uncallable{kind: callWaiting, open: open}
 	}
-	return ""
+	return nil
 }
 
 // answer checks and records an agent step's answer.
 func (t *txn) answer(s *workflow.Step, answer map[string]any, caller *realmv1.Caller) {
-	if why := t.refusedBeforeClaim(s); why != "" {
-		t.compose = func() *realmv1.Reply { return t.cannotRunReply(s.Name, why) }
+	if c := t.refusedBeforeClaim(s); c != nil {
+		t.compose = func() *realmv1.Reply { return t.cannotRunReply(s.Name, c) }
 		return
 	}
 	code, errs := t.checkAnswer(s, answer)
@@ -349,12 +347,12 @@ func (t *txn) stepReply(command, step string) *realmv1.Reply {
 }
 
 // blockedReply is the reply for a step that cannot be called now.
-func (t *txn) blockedReply(command, why string) *realmv1.Reply {
+func (t *txn) blockedReply(command string, u *uncallable) *realmv1.Reply {
 	r := t.envelope(command)
 	v := t.view()
 	r.Status = realmv1.ReplyStatus_REPLY_STATUS_BLOCKED
 	r.NextActions = t.nextActions(v)
-	r.ContextHint = fmt.Sprintf("Step '%s' cannot be called now: %s.", command, why)
+	r.ContextHint = fmt.Sprintf("Step '%s' cannot be called now: %s.", command, u.clause())
 	if next := t.whatNext(v); next != "" && next != "No step is ready." {
 		r.ContextHint += " " + next
 	}
@@ -365,13 +363,13 @@ func (t *txn) blockedReply(command, why string) *realmv1.Reply {
 // cannotRunReply is the refusal of a step the engine refuses before its
 // claim (a failed precondition, an input its schema refuses, a capability
 // this engine lacks).
-func (t *txn) cannotRunReply(command, why string) *realmv1.Reply {
+func (t *txn) cannotRunReply(command string, c *cannotRun) *realmv1.Reply {
 	r := t.envelope(command)
 	v := t.view()
 	r.Status = realmv1.ReplyStatus_REPLY_STATUS_BLOCKED
 	// The refused step is never offered in place of what can run.
 	r.NextActions = t.nextActions(v)
-	r.ContextHint = why
+	r.ContextHint = c.sentence()
 	if len(v.agents) == 0 && len(v.owed) == 0 {
 		r.ContextHint += " Correct the workflow and register it again, then call advance_run; or end the run with abandon_run."
 	} else {

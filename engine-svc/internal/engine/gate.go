@@ -440,21 +440,41 @@ func claimProof(c *record.Claim, token *string) (proof, cause string) {
 	return "mismatch", ""
 }
 
-// proofWarning is the one sentence a proof other than matched carries.
-func proofWarning(proof, cause string, passed bool) string {
+// proofWords are the warning a proof other than matched carries: the
+// token's fact, and what the call did about the answer.
+func proofWords(proof, cause string, passed bool) (fact, did string) {
 	switch proof {
 	case "absent":
-		return "No claim_token was passed; the answer was recorded. Only the conversation that opened the question has one to pass."
+		return "No claim_token was passed", "the answer was recorded. Only the conversation that opened the question has one to pass."
 	case "mismatch":
-		return "The claim_token passed is not the one handed out when this question opened; the answer was recorded. Only the conversation that opened the question has the right one to pass."
+		return "The claim_token passed is not the one handed out when this question opened", "the answer was recorded. Only the conversation that opened the question has the right one to pass."
 	case "unverifiable":
-		return fmt.Sprintf("The claim_token passed could not be checked (%s); the answer was recorded.", cause)
+		return fmt.Sprintf("The claim_token passed could not be checked (%s)", cause), "the answer was recorded."
 	case "spent":
 		if passed {
-			return fmt.Sprintf("The claim_token passed belongs to a question already settled (%s); this call recorded nothing.", cause)
+			return fmt.Sprintf("The claim_token passed belongs to a question already settled (%s)", cause), "this call recorded nothing."
 		}
 	}
-	return ""
+	return "", ""
+}
+
+// proofWarning is the one sentence a proof other than matched carries.
+func proofWarning(proof, cause string, passed bool) string {
+	fact, did := proofWords(proof, cause, passed)
+	if fact == "" {
+		return ""
+	}
+	return fact + "; " + did
+}
+
+// proofFact is the token's fact alone, for a reply whose other lines
+// already say the answer was not recorded.
+func proofFact(proof, cause string, passed bool) string {
+	fact, _ := proofWords(proof, cause, passed)
+	if fact == "" {
+		return ""
+	}
+	return fact + "."
 }
 
 // openedBy names the program through which the question was opened.
@@ -546,10 +566,10 @@ func (t *txn) lateAnswerReply(x *expiry, choice string, claim *record.Claim, tok
 			proof, cause = claimProof(claim, token)
 		}
 		r.GateClaim = &realmv1.GateClaim{Proof: proof, Cause: cause, OpenedBy: openedBy(claim)}
-		if w := proofWarning(proof, cause, token != nil); w != "" {
+		if w := proofFact(proof, cause, token != nil); w != "" {
 			// The expiry's line and answer_recorded already say the answer
 			// was not recorded: the token fact alone.
-			r.Warnings = append(r.Warnings, firstSentence(w))
+			r.Warnings = append(r.Warnings, w)
 		}
 		r.ContextHint = join("the outcome matches your choice, but it was settled by timeout; your response was not recorded.", after())
 	default:
@@ -559,12 +579,4 @@ func (t *txn) lateAnswerReply(x *expiry, choice string, claim *record.Claim, tok
 		r.ContextHint = join(msg, after())
 	}
 	return r
-}
-
-// firstSentence cuts a warning to its first sentence.
-func firstSentence(s string) string {
-	if i := strings.Index(s, "; "); i >= 0 {
-		return s[:i] + "."
-	}
-	return s
 }

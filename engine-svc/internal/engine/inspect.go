@@ -44,9 +44,8 @@ func (e *Engine) InspectRun(ctx context.Context, req *realmv1.InspectRunRequest)
 		for _, s := range v.agents {
 			in.AgentsReady = append(in.AgentsReady, s.Name)
 		}
-		for i, r := range v.refused {
-			_, why, _ := refusalParts(v.cannot[i])
-			in.CannotRun = append(in.CannotRun, inspect.Refusal{Step: r.step.Name, Check: r.check, Why: why})
+		for _, c := range v.refused {
+			in.CannotRun = append(in.CannotRun, inspect.Refusal{Step: c.step.Name, Check: string(c.check), Why: c.why})
 		}
 		in.WaitingOnAnswer = t.waitingOnAnswer()
 	}

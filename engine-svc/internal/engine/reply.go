@@ -19,15 +19,19 @@ import (
 type view struct {
 	agents []*workflow.Step // agent steps ready for the caller
 	owed   []*workflow.Step // auto steps and guards the engine owes
-	cannot []string         // sentences for steps that cannot run
-	// refused are the steps refused before their claim, with the check
-	// that refused them (trust, precondition, input_schema, capability).
-	refused []refusedStep
+	// refused are the ready steps refused before their claim, in the
+	// workflow's order.
+	refused []*cannotRun
 }
 
-type refusedStep struct {
-	step  *workflow.Step
-	check string
+// blockedOnCapability reports whether a ready step waits for a runner.
+func (v view) blockedOnCapability() bool {
+	for _, c := range v.refused {
+		if c.check == checkCapability {
+			return true
+		}
+	}
+	return false
 }
 
 // view computes what comes next. It reads only; it never changes the run.
@@ -45,20 +49,16 @@ func (t *txn) view() view {
 		}
 		switch s.Execution {
 		case workflow.KindAgent:
-			if why := t.refusedBeforeClaim(s); why != "" {
-				v.cannot = append(v.cannot, why)
-				by, _, _ := refusalParts(why)
-				v.refused = append(v.refused, refusedStep{s, by})
+			if c := t.refusedBeforeClaim(s); c != nil {
+				v.refused = append(v.refused, c)
 				continue
 			}
 			v.agents = append(v.agents, s)
 		case workflow.KindGuard:
 			v.owed = append(v.owed, s)
 		case workflow.KindAuto:
-			if why := t.runnableHere(s); why != "" {
-				v.cannot = append(v.cannot, why)
-				by, _, _ := refusalParts(why)
-				v.refused = append(v.refused, refusedStep{s, by})
+			if c := t.runnableHere(s); c != nil {
+				v.refused = append(v.refused, c)
 				continue
 			}
 			v.owed = append(v.owed, s)
@@ -84,7 +84,9 @@ func (t *txn) whatNext(v view) string {
 	if len(v.owed) > 0 {
 		parts = append(parts, "Owed to the engine: "+names(v.owed)+" — call advance_run.")
 	}
-	parts = append(parts, v.cannot...)
+	for _, c := range v.refused {
+		parts = append(parts, c.sentence())
+	}
 	if len(v.agents) == 0 && len(v.owed) == 0 {
 		if way := wayOut(v.refused); way != "" {
 			parts = append(parts, way)
@@ -105,20 +107,20 @@ func (t *txn) whatNext(v view) string {
 // for its trust or a precondition; each step's own way first, then the
 // run's, when one is refused for its input. Capability blocks have their
 // own way (load the missing extension) and add none.
-func wayOut(refused []refusedStep) string {
+func wayOut(refused []*cannotRun) string {
 	const run = "Correct the workflow and register it again, then call advance_run; or end the run with abandon_run."
 	var ways []string
 	input := false
 	for _, r := range refused {
 		switch r.check {
-		case "input_schema":
+		case checkInputSchema:
 			input = true
 			if len(r.step.DependsOn) == 0 {
 				ways = append(ways, fmt.Sprintf("'%s', start a run with params that fit, or correct its input_schema and register the workflow again", r.step.Name))
 			} else {
 				ways = append(ways, fmt.Sprintf("'%s', the engine gives it no input, so correct its input_schema and register the workflow again", r.step.Name))
 			}
-		case "trust", "precondition":
+		case checkTrust, checkPrecondition:
 			ways = append(ways, fmt.Sprintf("'%s', correct the workflow and register it again", r.step.Name))
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/realm-go/realm/engine-svc/internal/health"
 	"github.com/realm-go/realm/engine-svc/internal/record"
@@ -87,18 +86,16 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 			switch s.Execution {
 			case workflow.KindAuto:
 				e := map[string]any{"step": s.Name, "runnable_here": true}
-				if why := t.runnableHere(s); why != "" {
-					by, refusal, basis := refusalParts(why)
-					e["runnable_here"], e["refused_by"], e["refusal"] = false, by, refusal
-					if basis != "" {
-						e["basis"] = basis
+				if c := t.runnableHere(s); c != nil {
+					e["runnable_here"], e["refused_by"], e["refusal"] = false, string(c.check), c.why
+					if b := c.basis(); b != "" {
+						e["basis"] = b
 					}
 				}
 				runnable = append(runnable, e)
 			case workflow.KindAgent:
-				if why := t.refusedBeforeClaim(s); why != "" {
-					by, refusal, _ := refusalParts(why)
-					refused = append(refused, map[string]any{"step": s.Name, "runnable_here": false, "refused_by": by, "refusal": refusal})
+				if c := t.refusedBeforeClaim(s); c != nil {
+					refused = append(refused, map[string]any{"step": s.Name, "runnable_here": false, "refused_by": string(c.check), "refusal": c.why})
 				}
 			case workflow.KindGuard:
 				guards = append(guards, s.Name)
@@ -189,25 +186,6 @@ func setList(m map[string]any, key string, list []any) {
 	}
 }
 
-// refusalParts splits a "'<step>' cannot run (<check>): <why>." sentence
-// into its check, its why, and for a capability the basis it was judged on.
-func refusalParts(sentence string) (by, refusal, basis string) {
-	i := strings.Index(sentence, "(")
-	j := strings.Index(sentence, "): ")
-	if i < 0 || j < i {
-		return "", sentence, ""
-	}
-	by = sentence[i+1 : j]
-	refusal = strings.TrimSuffix(sentence[j+3:], ".")
-	if by == "capability" {
-		basis = "registry"
-		if k := strings.Index(refusal, " — "); k >= 0 {
-			refusal = refusal[:k]
-		}
-	}
-	return by, refusal, basis
-}
-
 // stepsView is include_steps: each step's attempts (and a gate's answers),
 // read from the evidence.
 func (t *txn) stepsView(ctx context.Context) map[string]any {
@@ -287,13 +265,7 @@ func (t *txn) nextStatus(v view, actions []*realmv1.NextAction) string {
 	if gateOpen {
 		return "awaiting_human"
 	}
-	capability := false
-	for _, c := range v.cannot {
-		if strings.Contains(c, "(capability)") {
-			capability = true
-		}
-	}
-	if capability && len(v.owed) == 0 {
+	if v.blockedOnCapability() && len(v.owed) == 0 {
 		return "blocked_on_capability"
 	}
 	stale, unknown := false, false
