@@ -100,22 +100,22 @@ func (e *Engine) ResumeRun(ctx context.Context, req *realmv1.ResumeRunRequest) (
 func (e *Engine) PurgeRun(ctx context.Context, req *realmv1.PurgeRunRequest) (*realmv1.PurgeRunResponse, error) {
 	t, err := e.read(ctx, req.GetRunId())
 	if errors.Is(err, errRunNotFound) {
-		return &realmv1.PurgeRunResponse{Message: "Run not found: " + req.GetRunId()}, nil
+		return &realmv1.PurgeRunResponse{Refusal: realmv1.PurgeRefusal_PURGE_REFUSAL_RUN_NOT_FOUND, Message: "Run not found: " + req.GetRunId()}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	r := t.run
 	if !r.Terminal() {
-		return &realmv1.PurgeRunResponse{Message: fmt.Sprintf("Refusing to purge '%s': not terminal (phase: '%s').", r.ID, r.Phase())}, nil
+		return &realmv1.PurgeRunResponse{Refusal: realmv1.PurgeRefusal_PURGE_REFUSAL_NOT_TERMINAL, Message: fmt.Sprintf("Refusing to purge '%s': not terminal (phase: '%s').", r.ID, r.Phase())}, nil
 	}
 	for step, c := range r.Claims {
 		if c.Deadline != nil && t.now.Before(record.ParseTime(*c.Deadline)) {
-			return &realmv1.PurgeRunResponse{Message: fmt.Sprintf("Refusing to purge '%s': step '%s' has a healthy claim (deadline %s).", r.ID, step, *c.Deadline)}, nil
+			return &realmv1.PurgeRunResponse{Refusal: realmv1.PurgeRefusal_PURGE_REFUSAL_HEALTHY_CLAIM, Message: fmt.Sprintf("Refusing to purge '%s': step '%s' has a healthy claim (deadline %s).", r.ID, step, *c.Deadline)}, nil
 		}
 	}
 	if len(pendingFinalizers(r)) > 0 {
-		return &realmv1.PurgeRunResponse{Message: fmt.Sprintf("Refusing to purge '%s': drain_pending — %s", r.ID, t.cleanupTail())}, nil
+		return &realmv1.PurgeRunResponse{Refusal: realmv1.PurgeRefusal_PURGE_REFUSAL_DRAIN_PENDING, Message: fmt.Sprintf("Refusing to purge '%s': drain_pending — %s", r.ID, t.cleanupTail())}, nil
 	}
 	what := []string{"run record", fmt.Sprintf("evidence (%d entries)", r.EvidenceCount), fmt.Sprintf("step outputs (%d)", len(t.outputs))}
 	if len(t.traces) > 0 {

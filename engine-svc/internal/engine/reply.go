@@ -180,10 +180,15 @@ func (t *txn) nextActions(v view) []*realmv1.NextAction {
 		if len(v.owed) > 1 {
 			verb, pronoun = "the steps the engine owes", "them"
 		}
+		owed := make([]string, len(v.owed))
+		for i, s := range v.owed {
+			owed[i] = s.Name
+		}
 		out = append(out, &realmv1.NextAction{
 			Instruction:   &realmv1.Instruction{Tool: "advance_run", Params: params, CallWith: mustStruct(map[string]any{"run_id": t.run.ID})},
 			HumanReadable: fmt.Sprintf("Call advance_run to run %s: %s. It runs %s with this server's extensions and environment.", verb, names(v.owed), pronoun),
 			Orientation:   "Run is active. Engine work is owed: " + names(v.owed) + ".",
+			OwedSteps:     owed,
 		})
 	}
 	return out
