@@ -6,7 +6,6 @@ import (
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/condition"
-	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/schema"
 	"github.com/realm-go/realm/pkg/workflow"
 )
@@ -225,8 +224,8 @@ func (t *txn) maybeComplete(arm record.Arm) {
 	t.run.Seal(arm, "", reason)
 	if arm == record.ArmGuardPassComplete && len(t.guards) > 0 {
 		last := t.guards[len(t.guards)-1]
-		t.run.SealedBy.Step = last.Step
-		t.endedBy = &realmv1.EndedBy{Arm: string(arm), Step: last.Step}
+		t.run.SealedBy.Step = last.step
+		t.endedBy = &ending{arm: arm, step: last.step}
 	}
 	t.touch()
 }
@@ -343,16 +342,16 @@ func (t *txn) decideGuard(s *workflow.Step) {
 		e.OutputSummary = map[string]any{}
 		t.run.MarkFailed(s.Name, msg, &record.Settled{Outcome: "fail"})
 		t.appendEvidence(e)
-		t.guards = append(t.guards, &realmv1.GuardOutcome{Step: s.Name, Outcome: "resolution_error"})
+		t.guards = append(t.guards, guardOutcome{step: s.Name, outcome: "resolution_error"})
 		t.run.Seal(record.ArmGuardResolutionError, s.Name, fmt.Sprintf("Guard step '%s' failed with a resolution error: %s", s.Name, msg))
-		t.endedBy = &realmv1.EndedBy{Arm: string(record.ArmGuardResolutionError), Step: s.Name, Reason: &msg}
+		t.endedBy = &ending{arm: record.ArmGuardResolutionError, step: s.Name, reason: &msg}
 	case passed:
 		out := map[string]any{"conditions": condList(conds), "aborted": false}
 		e.OutputSummary = out
 		t.setOutput(s.Name, out)
 		t.run.MarkCompleted(s.Name, &record.Settled{Outcome: "complete"})
 		t.appendEvidence(e)
-		t.guards = append(t.guards, &realmv1.GuardOutcome{Step: s.Name, Outcome: "pass"})
+		t.guards = append(t.guards, guardOutcome{step: s.Name, outcome: "pass"})
 		t.completedArm = record.ArmGuardPassComplete
 	default:
 		out := map[string]any{"conditions": condList(conds), "aborted": true}
@@ -363,14 +362,14 @@ func (t *txn) decideGuard(s *workflow.Step) {
 		e.OutputSummary = out
 		t.run.MarkSkipped(s.Name, &record.SkipDetail{Kind: "guard_abort"})
 		t.appendEvidence(e)
-		t.guards = append(t.guards, &realmv1.GuardOutcome{Step: s.Name, Outcome: "abort"})
+		t.guards = append(t.guards, guardOutcome{step: s.Name, outcome: "abort"})
 		t.run.AbortedAt = &record.AbortedAt{StepID: s.Name, Conditions: conds, AbortMessage: s.AbortMessage}
 		t.abortRest("guard_abort")
 		t.run.Seal(record.ArmGuardAbort, s.Name, "")
-		t.endedBy = &realmv1.EndedBy{Arm: string(record.ArmGuardAbort), Step: s.Name}
+		t.endedBy = &ending{arm: record.ArmGuardAbort, step: s.Name}
 		if s.AbortMessage != "" {
 			msg := s.AbortMessage
-			t.endedBy.Reason = &msg
+			t.endedBy.reason = &msg
 		}
 	}
 }

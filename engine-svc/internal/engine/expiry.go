@@ -181,7 +181,7 @@ func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
 func (t *txn) expiryHint(v view) string {
 	if t.endedBy != nil {
 		return fmt.Sprintf("Run '%s': its expired question was carried out as declared, and that decided guard '%s' (see warnings); no other step ran. The run ended (%s).",
-			t.run.ID, t.endedBy.Step, t.run.Phase())
+			t.run.ID, t.endedBy.step, t.run.Phase())
 	}
 	if t.run.Terminal() {
 		return fmt.Sprintf("Run '%s': its expired question was carried out as declared (see warnings); no step ran. The run ended (%s).", t.run.ID, t.run.Phase())

@@ -182,7 +182,7 @@ func staleness(s storedRun, members map[string]map[string]bool) ([]string, bool)
 		reasons = append(reasons, "missing from the run index")
 	}
 	// The timer indexes as the write path would set them now.
-	want := (&txn{run: r}).timerIndexes()
+	want := (&txn{snap: snap{run: r}}).timerIndexes()
 	var wrong []string
 	for _, op := range want {
 		if members[op.Index] == nil {

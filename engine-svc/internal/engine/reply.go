@@ -321,16 +321,15 @@ func (t *txn) envelope(command string) *realmv1.Reply {
 		Status:              realmv1.ReplyStatus_REPLY_STATUS_OK,
 		RunPhase:            phaseEnum(t.run.Phase()),
 		Warnings:            t.warnings,
-		Guards:              t.guards,
-		EndedBy:             t.endedBy,
+		Guards:              t.guardsReply(),
+		EndedBy:             t.endedByReply(),
 		HasChainedAutoSteps: t.hasChained,
 	}
 	if t.expired != nil {
 		r.ExpiryEnactedVia = &t.expired.via
 	}
 	if t.hasChained {
-		t.fixChainPhases()
-		r.ChainedAutoSteps = t.chained
+		r.ChainedAutoSteps = t.chainedReply(t.run)
 	}
 	if a := t.adopted; a != nil {
 		r.AdoptedOwn, r.AdoptedAnonymous, r.PreservedForeign = ptr(int32(a[0])), ptr(int32(a[1])), ptr(int32(a[2]))
