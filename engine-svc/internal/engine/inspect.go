@@ -2,12 +2,10 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/realm-go/realm/engine-svc/internal/health"
 	"github.com/realm-go/realm/engine-svc/internal/inspect"
-	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
@@ -22,16 +20,9 @@ func (e *Engine) InspectRun(ctx context.Context, req *realmv1.InspectRunRequest)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := e.st.Evidence(ctx, t.run.ID, 0, -1)
+	entries, err := e.evidence(ctx, t.run.ID)
 	if err != nil {
-		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
-	}
-	entries := make([]*record.Entry, 0, len(raw))
-	for _, b := range raw {
-		var en record.Entry
-		if json.Unmarshal(b, &en) == nil {
-			entries = append(entries, &en)
-		}
+		return nil, err
 	}
 	in := inspect.Input{Run: t.run, Outputs: t.outputs, Entries: entries, Now: t.now, Verbose: req.GetVerbose()}
 	hin := health.Input{Run: t.run, DefErr: t.defErr, Now: t.now, Entries: entries}
