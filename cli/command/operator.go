@@ -297,7 +297,7 @@ func (a *app) runPurgeCommand() *cobra.Command {
 			if err != nil {
 				return a.rpcError(err)
 			}
-			if strings.HasPrefix(resp.GetMessage(), "Refusing") || strings.HasPrefix(resp.GetMessage(), "Run not found") {
+			if resp.GetRefusal() != realmv1.PurgeRefusal_PURGE_REFUSAL_UNSPECIFIED {
 				return refuse("%s", resp.GetMessage())
 			}
 			fmt.Fprintln(a.env.Stdout, resp.GetMessage())

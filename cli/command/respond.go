@@ -179,30 +179,13 @@ func guardLines(r *realmv1.Reply) []string {
 	return lines
 }
 
-// owedMarker leads the list of owed steps in an advance_run action's
-// orientation; the list is the only part of that sentence read here.
-const owedMarker = "Engine work is owed: "
-
 // owedSteps names the steps the engine owes, from the advance_run entry of
-// next_actions ("… Engine work is owed: 'a', 'b'.").
+// next_actions.
 func owedSteps(actions []*realmv1.NextAction) []string {
 	for _, na := range actions {
-		if na.GetInstruction().GetTool() != "advance_run" {
-			continue
+		if na.GetInstruction().GetTool() == "advance_run" && len(na.GetOwedSteps()) > 0 {
+			return na.GetOwedSteps()
 		}
-		o := na.GetOrientation()
-		i := strings.Index(o, owedMarker)
-		if i < 0 {
-			continue
-		}
-		list := strings.TrimSuffix(strings.TrimSpace(o[i+len(owedMarker):]), ".")
-		var steps []string
-		for _, q := range strings.Split(list, ", ") {
-			if s := strings.TrimSuffix(strings.TrimPrefix(q, "'"), "'"); s != "" {
-				steps = append(steps, s)
-			}
-		}
-		return steps
 	}
 	return nil
 }

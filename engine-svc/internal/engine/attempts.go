@@ -79,7 +79,7 @@ func decodeAttempts(raw []byte) (attemptList, error) {
 // transaction's write. An unreadable stored list is started afresh rather
 // than refusing the write: the list is a diagnostic, the refusal count in
 // the record is what decides the step.
-func (t *txn) recordAttempt(s *workflow.Step, answer map[string]any, code errcode.Code, errs []schema.Error) {
+func (t *txn) recordAttempt(s *workflow.Step, answer map[string]any, traceEntries int, code errcode.Code, errs []schema.Error) {
 	list, _ := decodeAttempts(t.attempts)
 	if len(list.Records) >= maxAttemptRecords {
 		if list.Capped {
@@ -90,7 +90,7 @@ func (t *txn) recordAttempt(s *workflow.Step, answer map[string]any, code errcod
 		rec := attemptRecord{
 			RunID: t.run.ID, WorkflowID: t.run.WorkflowID, StepID: s.Name, TS: record.FormatTime(t.now),
 			ErrorCode: string(code), ValidationErrorSummary: summarize(errs), SubmittedKeyCount: len(answer),
-			SubmittedKeys: keyNames(answer), TraceEntryCount: len(t.traceIn),
+			SubmittedKeys: keyNames(answer), TraceEntryCount: traceEntries,
 		}
 		if b, err := json.Marshal(answer); err == nil {
 			rec.SubmittedBytes = len(b)

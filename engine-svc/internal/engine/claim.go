@@ -21,11 +21,10 @@ import (
 // that died is recovered with reclaim --force.
 func (e *Engine) ClaimStep(ctx context.Context, req *realmv1.ClaimStepRequest) (*realmv1.ClaimStepResponse, error) {
 	const command = "claim_step"
-	var claim *record.Claim
+	var out claimDecision
 	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
-		claim = nil
 		t.caller = req.GetCaller()
-		claim = t.claimOnly(command, req.GetStep())
+		out = t.claimOnly(req.GetStep())
 		return nil
 	})
 	if reply, ok := readFailure(command, req.GetRunId(), err); ok {
@@ -34,86 +33,53 @@ func (e *Engine) ClaimStep(ctx context.Context, req *realmv1.ClaimStepRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if claim == nil {
-		return &realmv1.ClaimStepResponse{Reply: t.compose()}, nil
+	switch {
+	case out.workflowMissing:
+		return &realmv1.ClaimStepResponse{Reply: refusal(command, t.run.ID, errcode.StateWorkflowNotFound, t.defErr.Error(), nil)}, nil
+	case out.uncallable != nil:
+		return &realmv1.ClaimStepResponse{Reply: t.blockedReply(req.GetStep(), out.uncallable)}, nil
+	case out.cannotRun != nil:
+		return &realmv1.ClaimStepResponse{Reply: t.cannotRunReply(req.GetStep(), out.cannotRun)}, nil
 	}
 	r := t.envelope(command)
 	r.ContextHint = fmt.Sprintf("Step '%s' is claimed by this call, with no deadline. Answer it with execute_step passing this claim_token, or give the claim back with release_claim.", req.GetStep())
-	return &realmv1.ClaimStepResponse{Reply: r, ClaimToken: claim.Token, Since: timestamppb.New(record.ParseTime(claim.Since))}, nil
+	return &realmv1.ClaimStepResponse{Reply: r, ClaimToken: out.claim.Token, Since: timestamppb.New(record.ParseTime(out.claim.Since))}, nil
 }
 
-// claimOnly marks a callable agent step in progress under a new claim and
-// returns it; when the step cannot be called now it sets the refusal
-// reply and returns nil.
-func (t *txn) claimOnly(command, step string) *record.Claim {
-	refuse := func(why string) *record.Claim {
-		t.compose = func() *realmv1.Reply { return t.blockedReply(step, why) }
-		return nil
-	}
+// claimDecision is claim_step's decision: the claim taken, or why none was.
+type claimDecision struct {
+	claim           *record.Claim
+	workflowMissing bool
+	uncallable      *uncallable
+	cannotRun       *cannotRun
+}
+
+// claimOnly marks a callable agent step in progress under a new claim, or
+// says why the step cannot be claimed now.
+func (t *txn) claimOnly(step string) claimDecision {
 	switch {
 	case t.def == nil:
-		t.compose = func() *realmv1.Reply {
-			return refusal(command, t.run.ID, errcode.StateWorkflowNotFound, t.defErr.Error(), nil)
-		}
-		return nil
+		return claimDecision{workflowMissing: true}
 	case t.run.Terminal():
-		return refuse(fmt.Sprintf("run '%s' is already terminal (%s)", t.run.ID, t.run.Phase()))
+		return claimDecision{uncallable: &uncallable{kind: callRunEnded, runID: t.run.ID, phase: t.run.Phase()}}
 	}
 	s := t.stepOf(step)
 	if s == nil {
-		return refuse(fmt.Sprintf("step '%s' is not in workflow '%s'", step, t.run.WorkflowID))
+		return claimDecision{uncallable: &uncallable{kind: callNotInWorkflow, step: step, workflowID: t.run.WorkflowID}}
 	}
-	if why := t.notCallable(s); why != "" {
-		return refuse(why)
+	if u := t.notCallable(s); u != nil {
+		return claimDecision{uncallable: u}
 	}
 	if s.Execution != workflow.KindAgent {
-		return refuse("only an agent step is claimed without being done; the engine runs this one")
+		return claimDecision{uncallable: &uncallable{kind: callNotAgent}}
 	}
-	if why := t.refusedBeforeClaim(s); why != "" {
-		t.compose = func() *realmv1.Reply { return t.cannotRunReply(step, why) }
-		return nil
+	if c := t.refusedBeforeClaim(s); c != nil {
+		return claimDecision{cannotRun: c}
 	}
 	c := &record.Claim{Token: uuid.NewString(), Holder: holderOf(t.caller), Since: record.FormatTime(t.now)}
 	t.run.MarkInProgress(s.Name, c)
 	t.touch()
-	return c
-}
-
-// ReleaseClaim gives back a claim taken with ClaimStep. Only the claim's
-// own token frees it: a token the step no longer carries (answered,
-// reclaimed, taken over by a question) changes nothing.
-func (e *Engine) ReleaseClaim(ctx context.Context, req *realmv1.ReleaseClaimRequest) (*realmv1.ReleaseClaimResponse, error) {
-	const command = "release_claim"
-	released := false
-	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
-		released = false
-		t.caller = req.GetCaller()
-		r, step := t.run, req.GetStep()
-		c := r.Claims[step]
-		if r.Terminal() || c == nil || req.GetClaimToken() == "" || c.Token != req.GetClaimToken() ||
-			(r.PendingGate != nil && r.PendingGate.StepName == step) {
-			return nil
-		}
-		r.InProgressSteps = removeString(r.InProgressSteps, step)
-		delete(r.Claims, step)
-		released = true
-		t.touch()
-		return nil
-	})
-	if reply, ok := readFailure(command, req.GetRunId(), err); ok {
-		return &realmv1.ReleaseClaimResponse{Reply: reply}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	r := t.envelope(command)
-	r.NextActions = t.nextActions(t.view())
-	if released {
-		r.ContextHint = fmt.Sprintf("Released the claim on '%s'; the step has not run and is ready again.", req.GetStep())
-	} else {
-		r.ContextHint = fmt.Sprintf("Nothing released: the claim_token given is not the claim on '%s' now.", req.GetStep())
-	}
-	return &realmv1.ReleaseClaimResponse{Reply: r, Released: released}, nil
+	return claimDecision{claim: c}
 }
 
 // heldClaim reports whether token is the claim an agent step in flight

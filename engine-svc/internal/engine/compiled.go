@@ -30,6 +30,8 @@ type compiled struct {
 	// answerValue is each step's call_with answer placeholders, built once
 	// (replies share it, as they share schemaValue: never changed in place).
 	answerValue map[string]*structpb.Value
+	// usesRunners is whether a step needs a runner's handler or adapter.
+	usesRunners bool
 }
 
 func compile(rec *store.WorkflowRecord) (*compiled, error) {
@@ -89,6 +91,9 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 		}
 		for _, dep := range s.DependsOn {
 			c.parents[dep] = append(c.parents[dep], name)
+		}
+		if s.Handler != "" && !builtins[s.Handler] || s.UsesService != "" {
+			c.usesRunners = true
 		}
 	}
 	return c, nil

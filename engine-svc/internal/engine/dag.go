@@ -6,7 +6,6 @@ import (
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/condition"
-	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/schema"
 	"github.com/realm-go/realm/pkg/workflow"
 )
@@ -141,7 +140,7 @@ type advanceOpts struct {
 	// chain runs auto steps that became ready.
 	chain bool
 	// arm seals a run this write completes.
-	arm string
+	arm record.Arm
 }
 
 // advance re-evaluates every pending step after a write: it settles skips,
@@ -177,7 +176,7 @@ func (t *txn) advance(o advanceOpts) {
 				if o.chain && (s.Handler != "" && !t.capable(s.Handler) || s.UsesService != "" && !t.capableAdapter(t.adapterOf(s))) {
 					t.markCapabilityBlock(s)
 				}
-				if o.chain && t.runnableHere(s) == "" {
+				if o.chain && t.runnableHere(s) == nil {
 					switch {
 					case s.Handler != "" || s.UsesService != "":
 						// Handler steps run after this write, on a runner;
@@ -206,7 +205,7 @@ func (t *txn) advance(o advanceOpts) {
 }
 
 // maybeComplete seals the run completed when no step is left to settle.
-func (t *txn) maybeComplete(arm string) {
+func (t *txn) maybeComplete(arm record.Arm) {
 	if t.run.Terminal() || t.run.PendingGate != nil {
 		return
 	}
@@ -216,65 +215,61 @@ func (t *txn) maybeComplete(arm string) {
 		}
 	}
 	if arm == "" {
-		arm = "complete"
+		arm = record.ArmComplete
 	}
 	reason := "Workflow completed."
-	if arm == "guard_pass_complete" || arm == "gate_expiry_default" {
+	if arm == record.ArmGuardPassComplete || arm == record.ArmGateExpiryDefault {
 		reason = ""
 	}
 	t.run.Seal(arm, "", reason)
-	if arm == "guard_pass_complete" && len(t.guards) > 0 {
+	if arm == record.ArmGuardPassComplete && len(t.guards) > 0 {
 		last := t.guards[len(t.guards)-1]
-		t.run.SealedBy.Step = last.Step
-		t.endedBy = &realmv1.EndedBy{Arm: arm, Step: last.Step}
+		t.run.SealedBy.Step = last.step
+		t.endedBy = &ending{arm: arm, step: last.step}
 	}
 	t.touch()
 }
 
-// runnableHere says why an auto step cannot run in this engine, or "" when
+// runnableHere says why an auto step cannot run in this engine, or nil when
 // it can. Handlers and adapters are served by runners (capability registry);
 // without one the step waits, blocked on capability, and the run is not
 // failed.
-func (t *txn) runnableHere(s *workflow.Step) string {
+func (t *txn) runnableHere(s *workflow.Step) *cannotRun {
 	if s.Handler != "" && !t.capable(s.Handler) {
-		return fmt.Sprintf("'%s' cannot run here (capability): handler '%s' is not registered here — load the missing extension, or run the step on a runner that has it.", s.Name, s.Handler)
+		return &cannotRun{step: s, check: checkCapability, why: fmt.Sprintf("handler '%s' is not registered here", s.Handler)}
 	}
 	if s.UsesService != "" && !t.capableAdapter(t.adapterOf(s)) {
-		adapter := t.adapterOf(s)
-		return fmt.Sprintf("'%s' cannot run here (capability): adapter '%s' is not registered here — load the missing extension, or run the step on a runner that has it.", s.Name, adapter)
+		return &cannotRun{step: s, check: checkCapability, why: fmt.Sprintf("adapter '%s' is not registered here", t.adapterOf(s))}
 	}
-	if why := t.refusedBeforeClaim(s); why != "" {
-		return why
-	}
-	return ""
+	return t.refusedBeforeClaim(s)
 }
 
 // refusedBeforeClaim checks a step's preconditions before it is claimed
-// (spec §5.1/§6.5), returning the "cannot run" sentence or "".
-func (t *txn) refusedBeforeClaim(s *workflow.Step) string {
+// (spec §5.1/§6.5): the refusal, or nil.
+func (t *txn) refusedBeforeClaim(s *workflow.Step) *cannotRun {
 	switch s.Trust {
 	case "", workflow.TrustAuto, workflow.TrustHumanConfirmed, workflow.TrustHumanReviewed:
 	default:
 		// Only a copy registered by an older version can carry one: the
 		// loader refuses it today.
-		return fmt.Sprintf("'%s' cannot run (trust): 'trust: \"%s\"' is not a recognized value — the engine will refuse this step at dispatch (VALIDATION_TRUST_VALUE).", s.Name, s.Trust)
+		return &cannotRun{step: s, check: checkTrust, why: fmt.Sprintf("'trust: \"%s\"' is not a recognized value — the engine will refuse this step at dispatch (VALIDATION_TRUST_VALUE)", s.Trust)}
 	}
 	if conds := t.def.pre[s.Name]; len(conds) > 0 {
 		_, results := condition.EvalAll(condition.FieldPrecondition, conds, t.scope())
 		for _, r := range results {
 			if !r.Passed {
-				return fmt.Sprintf("'%s' cannot run (precondition): Precondition failed: '%s'. Resolved value: %s.", s.Name, r.Leaf, jsonText(r.ResolvedValue))
+				return &cannotRun{step: s, check: checkPrecondition, why: fmt.Sprintf("Precondition failed: '%s'. Resolved value: %s", r.Leaf, jsonText(r.ResolvedValue))}
 			}
 		}
 	}
 	if s.Execution == workflow.KindAuto {
 		if sch := t.def.input[s.Name]; sch != nil {
 			if errs := sch.Validate(t.engineInput(s)); len(errs) > 0 {
-				return fmt.Sprintf("'%s' cannot run (input_schema): %s.", s.Name, inputRefusal(errs[0]))
+				return &cannotRun{step: s, check: checkInputSchema, why: inputRefusal(errs[0])}
 			}
 		}
 	}
-	return ""
+	return nil
 }
 
 // engineInput is what the engine gives an auto step: the run's params when
@@ -347,17 +342,17 @@ func (t *txn) decideGuard(s *workflow.Step) {
 		e.OutputSummary = map[string]any{}
 		t.run.MarkFailed(s.Name, msg, &record.Settled{Outcome: "fail"})
 		t.appendEvidence(e)
-		t.guards = append(t.guards, &realmv1.GuardOutcome{Step: s.Name, Outcome: "resolution_error"})
-		t.run.Seal("guard_resolution_error", s.Name, fmt.Sprintf("Guard step '%s' failed with a resolution error: %s", s.Name, msg))
-		t.endedBy = &realmv1.EndedBy{Arm: "guard_resolution_error", Step: s.Name, Reason: &msg}
+		t.guards = append(t.guards, guardOutcome{step: s.Name, outcome: "resolution_error"})
+		t.run.Seal(record.ArmGuardResolutionError, s.Name, fmt.Sprintf("Guard step '%s' failed with a resolution error: %s", s.Name, msg))
+		t.endedBy = &ending{arm: record.ArmGuardResolutionError, step: s.Name, reason: &msg}
 	case passed:
 		out := map[string]any{"conditions": condList(conds), "aborted": false}
 		e.OutputSummary = out
 		t.setOutput(s.Name, out)
 		t.run.MarkCompleted(s.Name, &record.Settled{Outcome: "complete"})
 		t.appendEvidence(e)
-		t.guards = append(t.guards, &realmv1.GuardOutcome{Step: s.Name, Outcome: "pass"})
-		t.completedArm = "guard_pass_complete"
+		t.guards = append(t.guards, guardOutcome{step: s.Name, outcome: "pass"})
+		t.completedArm = record.ArmGuardPassComplete
 	default:
 		out := map[string]any{"conditions": condList(conds), "aborted": true}
 		if s.AbortMessage != "" {
@@ -367,14 +362,14 @@ func (t *txn) decideGuard(s *workflow.Step) {
 		e.OutputSummary = out
 		t.run.MarkSkipped(s.Name, &record.SkipDetail{Kind: "guard_abort"})
 		t.appendEvidence(e)
-		t.guards = append(t.guards, &realmv1.GuardOutcome{Step: s.Name, Outcome: "abort"})
+		t.guards = append(t.guards, guardOutcome{step: s.Name, outcome: "abort"})
 		t.run.AbortedAt = &record.AbortedAt{StepID: s.Name, Conditions: conds, AbortMessage: s.AbortMessage}
 		t.abortRest("guard_abort")
-		t.run.Seal("guard_abort", s.Name, "")
-		t.endedBy = &realmv1.EndedBy{Arm: "guard_abort", Step: s.Name}
+		t.run.Seal(record.ArmGuardAbort, s.Name, "")
+		t.endedBy = &ending{arm: record.ArmGuardAbort, step: s.Name}
 		if s.AbortMessage != "" {
 			msg := s.AbortMessage
-			t.endedBy.Reason = &msg
+			t.endedBy.reason = &msg
 		}
 	}
 }
@@ -426,7 +421,7 @@ func (t *txn) failStep(step, msg string) (terminated bool) {
 	if t.recoverable(step) {
 		return false
 	}
-	t.run.Seal("step_failure", step, fmt.Sprintf("Step '%s' failed: %s", step, msg))
+	t.run.Seal(record.ArmStepFailure, step, fmt.Sprintf("Step '%s' failed: %s", step, msg))
 	return true
 }
 

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/engine-svc/internal/registry"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/quote"
@@ -38,27 +39,40 @@ func (t *txn) adapterOf(s *workflow.Step) string {
 	return s.UsesService
 }
 
-// capableAdapter reports whether a live runner serves an adapter.
-func (t *txn) capableAdapter(adapter string) bool {
-	if t.e.reg == nil {
-		return false
-	}
-	ok, err := t.e.reg.Has(t.ctx, adapter, true)
-	return err == nil && ok
+// capabilities are the live runners as one transaction read them: every
+// step of one decision is judged on the same set.
+type capabilities struct {
+	live []*registry.Runner
 }
+
+// readCapabilities reads the live runners when the run can need them: its
+// workflow has handler or service steps, or its record a capability block
+// to judge. A registry that cannot be read serves nothing, so the steps
+// wait, blocked on capability, rather than fail.
+func (e *Engine) readCapabilities(ctx context.Context, def *compiled, run *record.Run) capabilities {
+	if e.reg == nil || (def == nil || !def.usesRunners) && len(run.CapabilityBlocks) == 0 {
+		return capabilities{}
+	}
+	live, err := e.reg.Live(ctx)
+	if err != nil {
+		return capabilities{}
+	}
+	return capabilities{live: live}
+}
+
+// serves reports whether a live runner serves a handler or an adapter.
+func (c capabilities) serves(name string, adapter bool) bool {
+	return slices.ContainsFunc(c.live, func(r *registry.Runner) bool {
+		return !adapter && r.Has(name) || adapter && r.HasAdapter(name)
+	})
+}
+
+// capableAdapter reports whether a live runner serves an adapter.
+func (t *txn) capableAdapter(adapter string) bool { return t.caps.serves(adapter, true) }
 
 // capable reports whether a handler can run here: a built-in, or a live
 // runner serves it.
-func (t *txn) capable(handler string) bool {
-	if builtins[handler] {
-		return true
-	}
-	if t.e.reg == nil {
-		return false
-	}
-	ok, err := t.e.reg.Has(t.ctx, handler, false)
-	return err == nil && ok
-}
+func (t *txn) capable(handler string) bool { return builtins[handler] || t.caps.serves(handler, false) }
 
 // claimForDispatch marks a ready handler step in progress with a claim
 // this call holds; the handler runs after the write commits.
@@ -329,7 +343,7 @@ func (e *Engine) drive(ctx context.Context, t *txn) error {
 		if err != nil {
 			return err
 		}
-		t.absorb(t2)
+		t.adopt(t2)
 	}
 	if t.run.Terminal() && len(pendingFinalizers(t.run)) > 0 {
 		// The process that sealed the run delivers its finalizers; one it
@@ -403,31 +417,11 @@ func (e *Engine) WaitDrives(timeout time.Duration) bool {
 	}
 }
 
-// absorb takes a later write's run and what it reports, so the reply of the
+// adopt takes a later write's run and what it did, so the reply of the
 // call is composed from the record as the call ends.
-func (t *txn) absorb(t2 *txn) {
+func (t *txn) adopt(t2 *txn) {
 	t.run, t.outputs, t.traces, t.def = t2.run, t2.outputs, t2.traces, t2.def
-	t.chained = append(t.chained, t2.chained...)
-	t.hasChained = t.hasChained || t2.hasChained
-	t.guards = append(t.guards, t2.guards...)
-	t.warnings = append(t.warnings, t2.warnings...)
-	t.notes = append(t.notes, t2.notes...)
-	if t2.endedBy != nil {
-		t.endedBy = t2.endedBy
-	}
-	if t2.lastAuto != "" {
-		t.lastAuto = t2.lastAuto
-	}
-	if t2.openedGate != "" {
-		t.openedGate = t2.openedGate
-	}
-	if t2.failed != nil {
-		t.failed = t2.failed
-	}
-	if t2.abortedBy != "" {
-		t.abortedBy = t2.abortedBy
-	}
-	t.dispatch = t2.dispatch
+	t.effects.merge(&t2.effects)
 }
 
 // stepFailure is a dispatched step that failed in this call.
@@ -517,7 +511,7 @@ func (t *txn) settleDispatched(c claimed, o outcome) {
 		t.run.MarkSkipped(c.step, &record.SkipDetail{Kind: "handler_abort"})
 		t.run.AbortedAt = &record.AbortedAt{StepID: c.step, AbortMessage: msg}
 		t.abortRest("handler_abort")
-		t.run.Seal("handler_abort", c.step, fmt.Sprintf("Handler '%s' aborted the run: %s", c.step, msg))
+		t.run.Seal(record.ArmHandlerAbort, c.step, fmt.Sprintf("Handler '%s' aborted the run: %s", c.step, msg))
 		t.abortedBy = c.step
 	default:
 		out := dataOf(last.resp)
@@ -596,16 +590,16 @@ func (t *txn) markCapabilityBlock(s *workflow.Step) {
 		return
 	}
 	if t.run.CapabilityBlocks == nil {
-		t.run.CapabilityBlocks = map[string]map[string]any{}
+		t.run.CapabilityBlocks = map[string]*record.CapabilityBlock{}
 	}
-	kind, name, code := "handler", s.Handler, errcode.EngineHandlerNotRegistered
+	kind, name, code := record.RequireHandler, s.Handler, errcode.EngineHandlerNotRegistered
 	if s.UsesService != "" {
-		kind, name, code = "adapter", t.adapterOf(s), errcode.EngineAdapterNotRegistered
+		kind, name, code = record.RequireAdapter, t.adapterOf(s), errcode.EngineAdapterNotRegistered
 	}
-	t.run.CapabilityBlocks[s.Name] = map[string]any{
-		"requirement": map[string]any{"kind": kind, "name": name},
-		"code":        string(code),
-		"at":          record.FormatTime(t.now),
+	t.run.CapabilityBlocks[s.Name] = &record.CapabilityBlock{
+		Requirement: record.Requirement{Kind: kind, Name: name},
+		Code:        string(code),
+		At:          record.FormatTime(t.now),
 	}
 	t.blocked = append(t.blocked, s)
 	t.warnings = append(t.warnings, fmt.Sprintf("Step '%s' is blocked: its %s '%s' is not registered in this runner.", s.Name, kind, name))

@@ -14,19 +14,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"maps"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/engine-svc/internal/registry"
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/pkg/errcode"
@@ -105,153 +100,6 @@ func New(o Options) *Engine {
 
 		claimWindow: o.ClaimWindow,
 	}
-}
-
-// maxWriteAttempts bounds how often one act retries after losing a race.
-const maxWriteAttempts = 16
-
-// errRunNotFound is returned by update when the run does not exist.
-var errRunNotFound = errors.New("run not found")
-
-// errWorkflowMissing wraps a definition that cannot be read.
-type errWorkflowMissing struct{ id string }
-
-func (e *errWorkflowMissing) Error() string {
-	return fmt.Sprintf("Workflow not found: %s", e.id)
-}
-
-// update is the single write path. fn reads and changes t; when it marked
-// the transaction written, the change is committed with one compare-and-set
-// on run_version. On a conflict the run is reloaded and fn runs again.
-func (e *Engine) update(ctx context.Context, runID string, fn func(t *txn) error) (*txn, error) {
-	fresh := false
-	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
-		// A decision that writes nothing (a refusal, "nothing to do") has
-		// no compare-and-set to catch a cached copy another replica has
-		// overtaken, so it is made again on the store's copy.
-		snap, cached, err := e.snapshot(ctx, runID, fresh)
-		if err != nil {
-			return nil, err
-		}
-		t, err := e.begin(ctx, snap)
-		if err != nil {
-			return nil, err
-		}
-		if err := fn(t); err != nil {
-			if cached {
-				fresh = true
-				continue
-			}
-			return t, err
-		}
-		if !t.dirty {
-			if cached {
-				fresh = true
-				continue
-			}
-			return t, nil
-		}
-		err = e.commit(ctx, t)
-		if store.IsConflict(err) {
-			fresh = true
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return t, nil
-	}
-	return nil, errcode.Newf(errcode.StateSnapshotMismatch,
-		"Run '%s' kept changing under this call (%d attempts); call get_run_state and try again.", runID, maxWriteAttempts)
-}
-
-// read loads a run for a reader (never from the cache: a reader must see
-// what other replicas wrote).
-func (e *Engine) read(ctx context.Context, runID string) (*txn, error) {
-	snap, _, err := e.snapshot(ctx, runID, true)
-	if err != nil {
-		return nil, err
-	}
-	return e.begin(ctx, snap)
-}
-
-// snapshot returns the run, from the cache unless fresh, and whether it
-// came from the cache.
-func (e *Engine) snapshot(ctx context.Context, runID string, fresh bool) (*decoded, bool, error) {
-	if !fresh {
-		if d := e.runs.get(runID); d != nil {
-			return d, true, nil
-		}
-	}
-	s, err := e.st.LoadRun(ctx, runID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, false, errRunNotFound
-	}
-	if err != nil {
-		return nil, false, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
-	}
-	d, err := decode(s)
-	if err != nil {
-		return nil, false, err
-	}
-	e.runs.put(runID, d)
-	return d, false, nil
-}
-
-// decoded is a snapshot decoded once: the cache hands out clones of it.
-type decoded struct {
-	snap    *store.Snapshot
-	run     *record.Run
-	outputs map[string]any
-	traces  map[string][]byte // buffered trace entries by step (raw JSON)
-	// attempts is the stored refused-answers list (raw JSON), nil if none.
-	attempts []byte
-}
-
-func decode(snap *store.Snapshot) (*decoded, error) {
-	var r record.Run
-	if err := json.Unmarshal(snap.Doc, &r); err != nil {
-		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
-	}
-	r.Version = snap.Version
-	r.Normalize()
-	outputs := make(map[string]any, len(snap.Outputs))
-	traces := map[string][]byte{}
-	var attempts []byte
-	for step, raw := range snap.Outputs {
-		if step == attemptsField {
-			attempts = raw
-			continue
-		}
-		if name, ok := strings.CutPrefix(step, traceField); ok {
-			traces[name] = raw
-			continue
-		}
-		var v any
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
-		}
-		outputs[step] = v
-	}
-	return &decoded{snap: snap, run: &r, outputs: outputs, traces: traces, attempts: attempts}, nil
-}
-
-// begin starts a transaction on a decoded snapshot. The run is cloned and
-// the outputs map copied, so the cached copy is never changed; recorded
-// outputs themselves are never changed in place.
-func (e *Engine) begin(ctx context.Context, d *decoded) (*txn, error) {
-	t := &txn{e: e, ctx: ctx, run: d.run.Clone(), outputs: maps.Clone(d.outputs), traces: maps.Clone(d.traces), now: e.now(), base: d.snap, wasTerminal: d.run.Terminal(), attempts: d.attempts}
-	def, err := e.definition(ctx, t.run.WorkflowID)
-	if err != nil {
-		var missing *errWorkflowMissing
-		if !errors.As(err, &missing) {
-			return nil, err
-		}
-		t.defErr = err
-	} else {
-		t.def = def
-	}
-	return t, nil
 }
 
 // definition returns the registered copy of a workflow.

@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/errcode"
@@ -18,16 +16,18 @@ import (
 // auto and guard step that became ready, and replies.
 func (e *Engine) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepRequest) (*realmv1.Reply, error) {
 	command := req.GetCommand()
-	answer := req.GetParams().AsMap()
+	in := answerIn{
+		params: req.GetParams().AsMap(), claimToken: req.GetClaimToken(),
+		trace: req.GetTrace(), nonce: req.GetWriterNonce(), usage: req.GetUsage(),
+	}
+	if so := req.GetStructuredOutput(); so != nil {
+		in.strict = so.AsMap()
+	}
+	var out *executed
 	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
-		t.compose = nil
 		t.caller = req.GetCaller()
-		t.claimToken = req.GetClaimToken()
-		t.traceIn, t.nonce, t.usage = req.GetTrace(), req.GetWriterNonce(), req.GetUsage()
-		if so := req.GetStructuredOutput(); so != nil {
-			t.strictRecord = so.AsMap()
-		}
-		return t.execute(command, answer, req.GetCaller())
+		out = t.execute(command, in)
+		return nil
 	})
 	if reply, ok := readFailure(command, req.GetRunId(), err); ok {
 		return reply, nil
@@ -38,82 +38,85 @@ func (e *Engine) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepReques
 	if err := e.drive(ctx, t); err != nil {
 		return nil, err
 	}
-	return t.finish(t.compose()), nil
+	return t.finish(t.executeReply(command, out)), nil
 }
 
-// readFailure turns a run that cannot be found or read into its reply.
-func readFailure(command, runID string, err error) (*realmv1.Reply, bool) {
-	switch {
-	case err == nil:
-		return nil, false
-	case errors.Is(err, errRunNotFound):
-		return refusal(command, runID, errcode.StateRunNotFound, "Run not found: "+runID, nil), true
-	}
-	if ce, ok := errcode.As(err); ok && ce.Code == errcode.EngineStoreFailed {
-		r := refusal(command, runID, errcode.EngineStoreFailed, ce.Message, nil)
-		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_STOP
-		return r, true
-	}
-	return nil, false
+// answerIn is what execute_step brings besides the step's name: the answer
+// and what the driver reports about how it was reached.
+type answerIn struct {
+	params map[string]any
+	// claimToken is the claim the caller says it holds on the step
+	// (ClaimStep).
+	claimToken string
+	// trace and nonce are the call's trace entries and writer_nonce.
+	trace []*realmv1.TraceEntry
+	nonce string
+	// usage is what the model requests behind the answer reported.
+	usage []*realmv1.ModelUsage
+	// strict is the driver's structured_output record of the answer.
+	strict map[string]any
 }
 
-func (t *txn) execute(command string, answer map[string]any, caller *realmv1.Caller) error {
+// executedKind is what execute_step decided.
+type executedKind int
+
+const (
+	execWorkflowMissing executedKind = iota // the run's workflow cannot be read
+	execExpiryEnded                         // carrying out an expired question ended the run
+	execRunEnded                            // the run had ended
+	execNoSuchStep                          // the workflow has no such step
+	execUncallable                          // the step cannot be called now
+	execCannotRun                           // the step is refused before its claim
+	execDone                                // the step ran (or was claimed to run)
+	execGateOpened                          // the answer opened the step's question
+	execGateFailed                          // the step's question could not be worded
+	execAnswerRefused                       // the answer was refused and counted
+	execDefaulted                           // refusals ran out; the default output settled it
+	execExhausted                           // refusals ran out; the step failed
+)
+
+// executed is execute_step's decision, with what its reply needs.
+type executed struct {
+	kind       executedKind
+	step       string
+	expired    *expiry
+	uncallable *uncallable
+	cannotRun  *cannotRun
+	gateErr    error
+	// A refused answer: its code and errors, the refusals counted against
+	// the step's threshold, and the run_version before the counting write.
+	code                  errcode.Code
+	errs                  []schema.Error
+	rejections, threshold int
+	before                int64
+	// msg and terminated say how exhausted refusals failed the step.
+	msg        string
+	terminated bool
+}
+
+func (t *txn) execute(command string, in answerIn) *executed {
 	if t.def == nil {
-		t.compose = func() *realmv1.Reply {
-			r := refusal(command, t.run.ID, errcode.StateWorkflowNotFound, t.defErr.Error(), nil)
-			r.RunVersion = ptr(t.run.Version)
-			r.RunPhase = phaseEnum(t.run.Phase())
-			return r
-		}
-		return nil
+		return &executed{kind: execWorkflowMissing}
 	}
 	if x := t.enactExpiry("execute_step"); x != nil && t.run.Terminal() {
-		t.compose = func() *realmv1.Reply {
-			r := t.envelope(command)
-			r.Status = realmv1.ReplyStatus_REPLY_STATUS_BLOCKED
-			r.AgentAction = realmv1.AgentAction_AGENT_ACTION_STOP
-			r.ContextHint = fmt.Sprintf("Step '%s' cannot be called now: this call first carried out the expired question on '%s', and the run ended (%s).", command, x.step, t.run.Phase())
-			if t.endedBy != nil {
-				r.ContextHint += " " + t.guardSentence()
-			}
-			r.BlockedReason = &realmv1.BlockedReason{EligibleSteps: []string{}, Suggestion: "No other step can be called now."}
-			return r
-		}
-		return nil
+		return &executed{kind: execExpiryEnded, expired: x}
 	}
 	if t.run.Terminal() {
-		t.compose = func() *realmv1.Reply {
-			r := t.envelope(command)
-			r.AgentAction = realmv1.AgentAction_AGENT_ACTION_STOP
-			r.ContextHint = fmt.Sprintf("Run '%s' is already terminal (%s); no steps executed.", t.run.ID, t.run.Phase())
-			if tail := t.terminalTail(); tail != "" {
-				r.ContextHint += " " + tail
-			}
-			return r
-		}
-		return nil
+		return &executed{kind: execRunEnded}
 	}
 	s := t.stepOf(command)
 	if s == nil {
-		t.compose = func() *realmv1.Reply {
-			msg := fmt.Sprintf("Step '%s' not found in workflow '%s'.", command, t.run.WorkflowID)
-			r := t.envelope(command)
-			t.refuse(r, errcode.StepNotFound, msg)
-			return r
-		}
-		return nil
+		return &executed{kind: execNoSuchStep}
 	}
-	if why := t.notCallableBy(s); why != "" {
-		t.compose = func() *realmv1.Reply { return t.blockedReply(command, why) }
-		return nil
+	if u := t.notCallableBy(s, in.claimToken); u != nil {
+		return &executed{kind: execUncallable, uncallable: u}
 	}
 	switch s.Execution {
 	case workflow.KindAgent:
-		t.answer(s, answer, caller)
+		return t.answer(s, in)
 	case workflow.KindAuto:
-		if why := t.runnableHere(s); why != "" {
-			t.compose = func() *realmv1.Reply { return t.cannotRunReply(command, why) }
-			return nil
+		if c := t.runnableHere(s); c != nil {
+			return &executed{kind: execCannotRun, cannotRun: c}
 		}
 		if s.Handler != "" || s.UsesService != "" {
 			t.claimForDispatch(s)
@@ -123,7 +126,7 @@ func (t *txn) execute(command string, answer map[string]any, caller *realmv1.Cal
 			t.lastAuto = ""
 		}
 		t.advance(advanceOpts{decideGuards: true, chain: true})
-		t.compose = func() *realmv1.Reply { return t.stepReply(command, s.Name) }
+		return &executed{kind: execDone, step: s.Name}
 	}
 	return nil
 }
@@ -132,98 +135,93 @@ func (t *txn) execute(command string, answer map[string]any, caller *realmv1.Cal
 // under the claim whose token the caller presents is its to answer, and a
 // token the step no longer carries answers nothing (the claim was freed,
 // so what was typed under it is not recorded).
-func (t *txn) notCallableBy(s *workflow.Step) string {
-	if t.claimToken == "" {
+func (t *txn) notCallableBy(s *workflow.Step, claimToken string) *uncallable {
+	if claimToken == "" {
 		return t.notCallable(s)
 	}
-	if t.heldClaim(s, t.claimToken) {
-		return ""
+	if t.heldClaim(s, claimToken) {
+		return nil
 	}
-	if why := t.notCallable(s); why != "" {
-		return why
+	if u := t.notCallable(s); u != nil {
+		return u
 	}
-	return "the claim this call held on it was removed by another process (its claim_token is no longer the step's claim)"
+	return &uncallable{kind: callClaimGone}
 }
 
-// notCallable says why a step cannot be called now, or "".
-func (t *txn) notCallable(s *workflow.Step) string {
+// notCallable says why a step cannot be called now, or nil.
+func (t *txn) notCallable(s *workflow.Step) *uncallable {
 	switch t.run.StateOf(s.Name) {
 	case record.StateCompleted:
-		return "it has already completed"
+		return &uncallable{kind: callCompleted}
 	case record.StateFailed:
-		return "it has already failed"
+		return &uncallable{kind: callFailed}
 	case record.StateSkipped:
-		return "it has already been skipped"
+		return &uncallable{kind: callSkipped}
 	case record.StateInProgress:
 		if g := t.run.PendingGate; g != nil && g.StepName == s.Name {
-			return fmt.Sprintf("its question is open (choices: %s) — answer it with submit_human_response", joinComma(g.Choices))
+			return &uncallable{kind: callQuestionOpen, choices: g.Choices}
 		}
-		return "it is in flight (claimed by another call)"
+		return &uncallable{kind: callInFlight}
 	}
 	switch s.Execution {
 	case workflow.KindGuard:
-		return "it is a guard step, which the engine decides inside the write that makes it ready; it is never called"
+		return &uncallable{kind: callGuard}
 	case workflow.KindFinalizer:
-		return "it is a cleanup step, which the engine runs after the run ends; it is never called"
+		return &uncallable{kind: callFinalizer}
 	}
-	if t.run.PendingGate != nil {
-		g := t.run.PendingGate
-		return fmt.Sprintf("it waits on the question on step '%s' (choices: %s) — answer it with submit_human_response", g.StepName, joinComma(g.Choices))
+	if g := t.run.PendingGate; g != nil {
+		return &uncallable{kind: callWaitsQuestion, gateStep: g.StepName, choices: g.Choices}
 	}
-	r, _ := t.evaluate(s)
-	if r == waiting {
+	if r, _ := t.evaluate(s); r == waiting {
 		var open []*workflow.Step
 		for _, d := range s.DependsOn {
 			if !t.run.IsSettled(d) {
 				open = append(open, t.stepOf(d))
 			}
 		}
-		return "its dependencies are not settled: " + names(open)
+		return &uncallable{kind: callWaiting, open: open}
 	}
-	return ""
+	return nil
 }
 
 // answer checks and records an agent step's answer.
-func (t *txn) answer(s *workflow.Step, answer map[string]any, caller *realmv1.Caller) {
-	if why := t.refusedBeforeClaim(s); why != "" {
-		t.compose = func() *realmv1.Reply { return t.cannotRunReply(s.Name, why) }
-		return
+func (t *txn) answer(s *workflow.Step, in answerIn) *executed {
+	if c := t.refusedBeforeClaim(s); c != nil {
+		return &executed{kind: execCannotRun, cannotRun: c}
 	}
+	answer := in.params
 	code, errs := t.checkAnswer(s, answer)
 	if len(errs) > 0 {
-		t.refuseAnswer(s, answer, code, errs)
-		return
+		return t.refuseAnswer(s, in, code, errs)
 	}
 	e := t.entry(s.Name, "success")
 	e.InputSummary = answer
 	e.OutputSummary = answer
-	e.DrivenBy = holderOf(caller)
+	e.DrivenBy = holderOf(t.caller)
 	e.Diagnostics = map[string]any{"validation_rejections": t.run.ValidationRejections[s.Name]}
-	if len(t.usage) > 0 {
-		e.Diagnostics["cache"] = cacheDiagnostics(t.usage)
+	if len(in.usage) > 0 {
+		e.Diagnostics["cache"] = cacheDiagnostics(in.usage)
 	}
-	if t.strictRecord != nil {
-		e.Diagnostics["structured_output"] = t.strictRecord
+	if in.strict != nil {
+		e.Diagnostics["structured_output"] = in.strict
 	}
-	trace, summary, own, anon, foreign := t.adoptTrace(s.Name, t.nonce, t.traceIn)
+	trace, summary, own, anon, foreign := t.adoptTrace(s.Name, in.nonce, in.trace)
 	e.Trace, e.TraceSummary = trace, summary
 	t.adopted = &[3]int{own, anon, foreign}
 	if s.Gated() {
 		// The answer is the preview: the step completes when a person
 		// answers its question.
-		if err := t.openGate(s, answer, caller); err != nil {
-			t.compose = func() *realmv1.Reply { return t.gateMessageReply(s.Name, err) }
-			return
+		if err := t.openGate(s, answer, t.caller); err != nil {
+			return &executed{kind: execGateFailed, step: s.Name, gateErr: err}
 		}
 		t.appendEvidence(e)
-		t.compose = func() *realmv1.Reply { return t.gateReply(s.Name) }
-		return
+		return &executed{kind: execGateOpened, step: s.Name}
 	}
 	t.setOutput(s.Name, answer)
 	t.run.MarkCompleted(s.Name, &record.Settled{Outcome: "complete"})
 	t.appendEvidence(e)
 	t.advance(advanceOpts{decideGuards: true, chain: true})
-	t.compose = func() *realmv1.Reply { return t.stepReply(s.Name, s.Name) }
+	return &executed{kind: execDone, step: s.Name}
 }
 
 // checkAnswer validates an answer against the step's input and output
@@ -244,7 +242,7 @@ func (t *txn) checkAnswer(s *workflow.Step, answer map[string]any) (errcode.Code
 
 // refuseAnswer counts a refused answer on the run (a write) and, at the
 // step's limit, ends the step by its validation_exhaustion mode.
-func (t *txn) refuseAnswer(s *workflow.Step, answer map[string]any, code errcode.Code, errs []schema.Error) {
+func (t *txn) refuseAnswer(s *workflow.Step, in answerIn, code errcode.Code, errs []schema.Error) *executed {
 	before := t.run.Version
 	if t.run.ValidationRejections == nil {
 		t.run.ValidationRejections = map[string]int{}
@@ -252,46 +250,30 @@ func (t *txn) refuseAnswer(s *workflow.Step, answer map[string]any, code errcode
 	t.run.ValidationRejections[s.Name]++
 	n, limit := t.run.ValidationRejections[s.Name], s.Threshold()
 	t.touch()
-	t.recordAttempt(s, answer, code, errs) // in the same write as the count
+	t.recordAttempt(s, in.params, len(in.trace), code, errs) // in the same write as the count
+	out := &executed{step: s.Name, code: code, errs: errs, rejections: n, threshold: limit, before: before}
 	if n < limit {
-		t.compose = func() *realmv1.Reply {
-			r := t.envelope(s.Name)
-			r.RunVersion = ptr(before) // the number from before the counted write
-			r.Status = realmv1.ReplyStatus_REPLY_STATUS_ERROR
-			r.Errors = []string{fmt.Sprintf("Invalid input for step '%s'", s.Name)}
-			r.ErrorCode = string(code)
-			r.ErrorDetails = toStruct(map[string]any{"errors": schemaErrors(errs), "rejections": n, "threshold": limit})
-			r.AgentAction = realmv1.AgentAction_AGENT_ACTION_PROVIDE_INPUT
-			r.ContextHint = fmt.Sprintf("Error during '%s'. Run phase: '%s'.", s.Name, t.run.Phase())
-			r.NextActions = t.nextActions(t.view())
-			return r
-		}
-		return
+		out.kind = execAnswerRefused
+		return out
 	}
 	ve := s.ValidationExhaustion
 	if ve != nil && ve.Mode == "default" {
-		out := ve.DefaultOutput
 		e := t.entry(s.Name, "success")
-		e.InputSummary = answer
-		e.OutputSummary = out
+		e.InputSummary = in.params
+		e.OutputSummary = ve.DefaultOutput
 		e.Diagnostics = map[string]any{"validation_rejections": n, "settled_by_default": true}
-		t.setOutput(s.Name, out)
+		t.setOutput(s.Name, ve.DefaultOutput)
 		t.run.MarkCompleted(s.Name, &record.Settled{Outcome: "complete"})
 		t.run.DefaultedSteps = append(t.run.DefaultedSteps, s.Name)
 		t.appendEvidence(e)
 		t.warnings = append(t.warnings, fmt.Sprintf("Step '%s' settled with its declared default_output after %d schema rejection(s) (validation_exhaustion.mode: 'default')", s.Name, limit))
 		t.advance(advanceOpts{decideGuards: true, chain: true})
-		t.compose = func() *realmv1.Reply {
-			r := t.stepReply(s.Name, s.Name)
-			r.SettledByDefault = ptr(true)
-			r.DefaultedSteps = []string{s.Name}
-			return r
-		}
-		return
+		out.kind = execDefaulted
+		return out
 	}
 	msg := fmt.Sprintf("Step '%s' exhausted its validation-rejection budget (%d/%d)", s.Name, limit, limit)
 	e := t.entry(s.Name, "error")
-	e.InputSummary = answer
+	e.InputSummary = in.params
 	e.OutputSummary = map[string]any{}
 	e.Error = "VALIDATION_EXHAUSTED: " + msg
 	t.appendEvidence(e)
@@ -299,205 +281,85 @@ func (t *txn) refuseAnswer(s *workflow.Step, answer map[string]any, code errcode
 	if !terminated {
 		t.advance(advanceOpts{decideGuards: true, chain: true})
 	}
-	t.compose = func() *realmv1.Reply {
-		r := t.envelope(s.Name)
+	out.kind, out.msg, out.terminated = execExhausted, msg, terminated
+	return out
+}
+
+// executeReply composes execute_step's reply from its decision and the run
+// as the call leaves it.
+func (t *txn) executeReply(command string, o *executed) *realmv1.Reply {
+	switch o.kind {
+	case execWorkflowMissing:
+		r := refusal(command, t.run.ID, errcode.StateWorkflowNotFound, t.defErr.Error(), nil)
+		r.RunVersion = ptr(t.run.Version)
+		r.RunPhase = phaseEnum(t.run.Phase())
+		return r
+	case execExpiryEnded:
+		r := t.envelope(command)
+		r.Status = realmv1.ReplyStatus_REPLY_STATUS_BLOCKED
+		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_STOP
+		r.ContextHint = fmt.Sprintf("Step '%s' cannot be called now: this call first carried out the expired question on '%s', and the run ended (%s).", command, o.expired.step, t.run.Phase())
+		if t.endedBy != nil {
+			r.ContextHint += " " + t.guardSentence()
+		}
+		r.BlockedReason = &realmv1.BlockedReason{EligibleSteps: []string{}, Suggestion: "No other step can be called now."}
+		return r
+	case execRunEnded:
+		r := t.envelope(command)
+		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_STOP
+		r.ContextHint = fmt.Sprintf("Run '%s' is already terminal (%s); no steps executed.", t.run.ID, t.run.Phase())
+		if tail := t.terminalTail(); tail != "" {
+			r.ContextHint += " " + tail
+		}
+		return r
+	case execNoSuchStep:
+		msg := fmt.Sprintf("Step '%s' not found in workflow '%s'.", command, t.run.WorkflowID)
+		r := t.envelope(command)
+		t.refuse(r, errcode.StepNotFound, msg)
+		return r
+	case execUncallable:
+		return t.blockedReply(command, o.uncallable)
+	case execCannotRun:
+		return t.cannotRunReply(command, o.cannotRun)
+	case execGateOpened:
+		return t.gateReply(o.step)
+	case execGateFailed:
+		return t.gateMessageReply(o.step, o.gateErr)
+	case execAnswerRefused:
+		r := t.envelope(o.step)
+		r.RunVersion = ptr(o.before) // the number from before the counted write
 		r.Status = realmv1.ReplyStatus_REPLY_STATUS_ERROR
-		r.Errors = []string{msg}
+		r.Errors = []string{fmt.Sprintf("Invalid input for step '%s'", o.step)}
+		r.ErrorCode = string(o.code)
+		r.ErrorDetails = toStruct(map[string]any{"errors": schemaErrors(o.errs), "rejections": o.rejections, "threshold": o.threshold})
+		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_PROVIDE_INPUT
+		r.ContextHint = fmt.Sprintf("Error during '%s'. Run phase: '%s'.", o.step, t.run.Phase())
+		r.NextActions = t.nextActions(t.view())
+		return r
+	case execDefaulted:
+		r := t.stepReply(o.step, o.step)
+		r.SettledByDefault = ptr(true)
+		r.DefaultedSteps = []string{o.step}
+		return r
+	case execExhausted:
+		r := t.envelope(o.step)
+		r.Status = realmv1.ReplyStatus_REPLY_STATUS_ERROR
+		r.Errors = []string{o.msg}
 		r.ErrorCode = string(errcode.ValidationExhausted)
-		r.ErrorDetails = toStruct(map[string]any{"errors": schemaErrors(errs), "rejections": n, "threshold": limit})
-		if terminated {
+		r.ErrorDetails = toStruct(map[string]any{"errors": schemaErrors(o.errs), "rejections": o.rejections, "threshold": o.threshold})
+		if o.terminated {
 			r.AgentAction = realmv1.AgentAction_AGENT_ACTION_STOP
-			r.ContextHint = fmt.Sprintf("Step '%s' failed. Run is terminated.", s.Name)
+			r.ContextHint = fmt.Sprintf("Step '%s' failed. Run is terminated.", o.step)
 			if tail := t.terminalTail(); tail != "" {
 				r.ContextHint += " " + tail
 			}
 		} else {
 			r.AgentAction = realmv1.AgentAction_AGENT_ACTION_RESOLVE_PRECONDITION
-			r.ContextHint = fmt.Sprintf("Step '%s' failed. Recovery steps are available in next_actions.", s.Name)
+			r.ContextHint = fmt.Sprintf("Step '%s' failed. Recovery steps are available in next_actions.", o.step)
 			r.NextActions = t.nextActions(t.view())
 		}
-		r.StoppedStep = s.Name
+		r.StoppedStep = o.step
 		return r
 	}
-}
-
-// stepReply is the reply of a step that completed in this call.
-func (t *txn) stepReply(command, step string) *realmv1.Reply {
-	if t.openedGate != "" {
-		return t.gateReply(command)
-	}
-	if r := t.outcomeReply(command); r != nil {
-		return r
-	}
-	if t.gateErr != nil {
-		return t.gateMessageReply(command, t.gateErr)
-	}
-	r := t.envelope(command)
-	v := t.view()
-	r.NextActions = t.nextActions(v)
-	if t.endedBy != nil {
-		r.ContextHint = t.guardSentence()
-		if t.endedBy.Arm == "guard_resolution_error" {
-			if tail := t.terminalTail(); tail != "" {
-				r.ContextHint += " " + tail
-			}
-		}
-		return r
-	}
-	r.ContextHint = fmt.Sprintf("Step '%s' completed. %s", step, t.afterHint(v))
-	return r
-}
-
-// blockedReply is the reply for a step that cannot be called now.
-func (t *txn) blockedReply(command, why string) *realmv1.Reply {
-	r := t.envelope(command)
-	v := t.view()
-	r.Status = realmv1.ReplyStatus_REPLY_STATUS_BLOCKED
-	r.NextActions = t.nextActions(v)
-	r.ContextHint = fmt.Sprintf("Step '%s' cannot be called now: %s.", command, why)
-	if next := t.whatNext(v); next != "" && next != "No step is ready." {
-		r.ContextHint += " " + next
-	}
-	t.blockedFields(r, v)
-	return r
-}
-
-// cannotRunReply is the refusal of a step the engine refuses before its
-// claim (a failed precondition, an input its schema refuses, a capability
-// this engine lacks).
-func (t *txn) cannotRunReply(command, why string) *realmv1.Reply {
-	r := t.envelope(command)
-	v := t.view()
-	r.Status = realmv1.ReplyStatus_REPLY_STATUS_BLOCKED
-	// The refused step is never offered in place of what can run.
-	r.NextActions = t.nextActions(v)
-	r.ContextHint = why
-	if len(v.agents) == 0 && len(v.owed) == 0 {
-		r.ContextHint += " Correct the workflow and register it again, then call advance_run; or end the run with abandon_run."
-	} else {
-		r.ContextHint += " " + t.whatNext(v)
-	}
-	t.blockedFields(r, v)
-	return r
-}
-
-// blockedFields fills blocked_reason and agent_action from next_actions.
-func (t *txn) blockedFields(r *realmv1.Reply, v view) {
-	eligible := make([]string, 0, len(v.agents)+len(v.owed))
-	for _, s := range v.agents {
-		eligible = append(eligible, s.Name)
-	}
-	for _, s := range v.owed {
-		if s.Execution == workflow.KindAuto {
-			eligible = append(eligible, s.Name)
-		}
-	}
-	var suggestion string
-	switch {
-	case t.run.PendingGate != nil:
-		suggestion = "Answer the open question first, as next_actions says."
-		eligible = []string{}
-	case len(v.agents) > 0 && len(v.owed) > 0:
-		suggestion = "Call one of the steps indicated in next_actions, or advance_run, instead."
-	case len(v.agents) > 0:
-		suggestion = "Call one of the steps indicated in next_actions instead."
-	case len(v.owed) > 0:
-		suggestion = "Call advance_run, as next_actions says."
-	default:
-		suggestion = "No other step can be called now."
-	}
-	r.BlockedReason = &realmv1.BlockedReason{EligibleSteps: eligible, Suggestion: suggestion}
-	r.AgentAction = realmv1.AgentAction_AGENT_ACTION_RESOLVE_PRECONDITION
-	if len(r.NextActions) == 0 {
-		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_REPORT_TO_USER
-	}
-}
-
-// refuse marks a reply as an error with a catalogue code.
-func (t *txn) refuse(r *realmv1.Reply, code errcode.Code, msg string) {
-	r.Status = realmv1.ReplyStatus_REPLY_STATUS_ERROR
-	r.Errors = []string{msg}
-	r.ErrorCode = string(code)
-	r.AgentAction = agentAction(code)
-	r.ContextHint = msg
-	r.NextActions = t.nextActions(t.view())
-}
-
-func holderOf(c *realmv1.Caller) *record.Holder {
-	if c == nil || c.GetBy() == "" {
-		return nil
-	}
-	return &record.Holder{By: c.GetBy(), BySource: c.GetBySource(), Channel: channelName(c.GetChannel())}
-}
-
-func channelName(c realmv1.Channel) string {
-	switch c {
-	case realmv1.Channel_CHANNEL_MCP_STDIO:
-		return "mcp-stdio"
-	case realmv1.Channel_CHANNEL_MCP_HTTP:
-		return "mcp-http"
-	case realmv1.Channel_CHANNEL_AGENT:
-		return "agent"
-	case realmv1.Channel_CHANNEL_RUN:
-		return "run"
-	}
-	return ""
-}
-
-func joinComma(xs []string) string {
-	out := ""
-	for i, x := range xs {
-		if i > 0 {
-			out += ", "
-		}
-		out += x
-	}
-	return out
-}
-
-// outcomeReply is the reply of a call whose dispatched step failed or
-// aborted the run; nil when neither happened.
-func (t *txn) outcomeReply(command string) *realmv1.Reply {
-	switch {
-	case t.failed != nil:
-		f := t.failed
-		r := t.envelope(command)
-		r.Status = realmv1.ReplyStatus_REPLY_STATUS_ERROR
-		r.Errors = []string{f.msg}
-		r.ErrorCode = string(f.code)
-		if len(f.details) > 0 {
-			r.ErrorDetails = toStruct(f.details)
-		}
-		r.StoppedStep = f.step
-		if f.terminated || t.run.Terminal() {
-			r.AgentAction = realmv1.AgentAction_AGENT_ACTION_STOP
-			r.ContextHint = fmt.Sprintf("Step '%s' failed. Run is terminated.", f.step)
-			if tail := t.terminalTail(); tail != "" {
-				r.ContextHint += " " + tail
-			}
-			return r
-		}
-		r.AgentAction = agentAction(f.code)
-		r.NextActions = t.nextActions(t.view())
-		r.ContextHint = fmt.Sprintf("Step '%s' failed. Recovery steps are available in next_actions.", f.step)
-		return r
-	case t.abortedBy != "":
-		r := t.envelope(command)
-		r.ContextHint = t.run.TerminalReason
-		return r
-	}
-	return nil
-}
-
-// finish ends a reply's hint with what other processes kept from the
-// record, and stops the caller when the run ended that way.
-func (t *txn) finish(r *realmv1.Reply) *realmv1.Reply {
-	if r == nil || len(t.notes) == 0 {
-		return r
-	}
-	r.ContextHint = strings.TrimSpace(r.ContextHint + " " + strings.Join(t.notes, " "))
-	if t.run.Terminal() && r.GetStatus() == realmv1.ReplyStatus_REPLY_STATUS_OK {
-		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_STOP
-	}
-	return r
+	return t.stepReply(command, o.step)
 }

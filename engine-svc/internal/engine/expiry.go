@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/engine-svc/internal/store"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -101,7 +102,7 @@ func (t *txn) enactExpiry(via string) *expiry {
 		t.setOutput(g.StepName, out)
 		t.run.MarkCompleted(g.StepName, &record.Settled{Token: token, Outcome: "gate", Choice: g.DefaultChoice, ResolvedBy: "timeout"})
 		t.appendEvidence(e)
-		t.advance(advanceOpts{decideGuards: true, chain: false, arm: "gate_expiry_default"})
+		t.advance(advanceOpts{decideGuards: true, chain: false, arm: record.ArmGateExpiryDefault})
 		line := fmt.Sprintf("gate '%s' on '%s' had expired %s before this call — this %s call first carried out its declared settle_default: the default choice '%s' was recorded (enacted_via: %s).",
 			g.GateID, g.StepName, lag(x.overdue), via, g.DefaultChoice, via)
 		t.expiryLine = line
@@ -110,7 +111,7 @@ func (t *txn) enactExpiry(via string) *expiry {
 		t.run.ResolvedGates[g.GateID] = &record.ResolvedGate{Step: g.StepName, ResolvedBy: "timeout", ExpiredAt: g.ExpiresAt, EnactedVia: via}
 		t.run.MarkSkipped(g.StepName, &record.SkipDetail{Kind: "gate_expired", GateID: g.GateID})
 		t.abortRest("gate_cancelled_by_abort")
-		t.run.Seal("gate_expiry_abort", g.StepName, fmt.Sprintf("Gate '%s' expired and the run aborted per the workflow's declared on_expiry.", g.StepName))
+		t.run.Seal(record.ArmGateExpiryAbort, g.StepName, fmt.Sprintf("Gate '%s' expired and the run aborted per the workflow's declared on_expiry.", g.StepName))
 		line := fmt.Sprintf("gate '%s' on '%s' had expired %s before this call — this %s call first carried out its declared abort: the run ended (aborted) and no answer was recorded (enacted_via: %s).",
 			g.GateID, g.StepName, lag(x.overdue), via, via)
 		t.expiryLine = line
@@ -126,7 +127,7 @@ func (t *txn) enactExpiry(via string) *expiry {
 // that re-checks the gate, so exactly one replica carries each out and the
 // others find nothing due. It returns how many it carried out.
 func (e *Engine) SweepExpired(ctx context.Context, limit int) (int, error) {
-	due, err := e.st.Due(ctx, "expiries", float64(e.now().UnixMilli()), limit)
+	due, err := e.st.Due(ctx, store.IndexExpiries, float64(e.now().UnixMilli()), limit)
 	if err != nil {
 		return 0, err
 	}
@@ -180,7 +181,7 @@ func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
 func (t *txn) expiryHint(v view) string {
 	if t.endedBy != nil {
 		return fmt.Sprintf("Run '%s': its expired question was carried out as declared, and that decided guard '%s' (see warnings); no other step ran. The run ended (%s).",
-			t.run.ID, t.endedBy.Step, t.run.Phase())
+			t.run.ID, t.endedBy.step, t.run.Phase())
 	}
 	if t.run.Terminal() {
 		return fmt.Sprintf("Run '%s': its expired question was carried out as declared (see warnings); no step ran. The run ended (%s).", t.run.ID, t.run.Phase())
@@ -195,5 +196,6 @@ func (t *txn) expiredAction(g *record.PendingGate) *realmv1.NextAction {
 		Instruction:   &realmv1.Instruction{Tool: "advance_run", Params: mustStruct(map[string]any{"run_id": t.run.ID}), CallWith: mustStruct(map[string]any{"run_id": t.run.ID})},
 		HumanReadable: fmt.Sprintf("Call advance_run to carry out the expired question on '%s' (its declared %s), then run what it leaves owed until a step opens a question, fails or ends the run. It runs with this server's extensions and environment.", g.StepName, g.OnExpiry),
 		Orientation:   fmt.Sprintf("Run is paused at gate '%s', whose time is up. Engine work is owed: '%s'.", g.GateID, g.StepName),
+		OwedSteps:     []string{g.StepName},
 	}
 }

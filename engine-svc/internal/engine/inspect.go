@@ -2,12 +2,10 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/realm-go/realm/engine-svc/internal/health"
 	"github.com/realm-go/realm/engine-svc/internal/inspect"
-	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
@@ -22,16 +20,9 @@ func (e *Engine) InspectRun(ctx context.Context, req *realmv1.InspectRunRequest)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := e.st.Evidence(ctx, t.run.ID, 0, -1)
+	entries, err := e.evidence(ctx, t.run.ID)
 	if err != nil {
-		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
-	}
-	entries := make([]*record.Entry, 0, len(raw))
-	for _, b := range raw {
-		var en record.Entry
-		if json.Unmarshal(b, &en) == nil {
-			entries = append(entries, &en)
-		}
+		return nil, err
 	}
 	in := inspect.Input{Run: t.run, Outputs: t.outputs, Entries: entries, Now: t.now, Verbose: req.GetVerbose()}
 	hin := health.Input{Run: t.run, DefErr: t.defErr, Now: t.now, Entries: entries}
@@ -44,9 +35,8 @@ func (e *Engine) InspectRun(ctx context.Context, req *realmv1.InspectRunRequest)
 		for _, s := range v.agents {
 			in.AgentsReady = append(in.AgentsReady, s.Name)
 		}
-		for i, r := range v.refused {
-			_, why, _ := refusalParts(v.cannot[i])
-			in.CannotRun = append(in.CannotRun, inspect.Refusal{Step: r.step.Name, Check: r.check, Why: why})
+		for _, c := range v.refused {
+			in.CannotRun = append(in.CannotRun, inspect.Refusal{Step: c.step.Name, Check: string(c.check), Why: c.why})
 		}
 		in.WaitingOnAnswer = t.waitingOnAnswer()
 	}

@@ -151,7 +151,7 @@ func (e *Engine) heal(ctx context.Context, m store.Maintenance, runs []storedRun
 		_, err := e.update(ctx, s.run.ID, func(t *txn) error {
 			t.maint = true
 			if unindexed {
-				t.index = append(t.index, indexOp("index", t.run.ID, record.ParseTime(t.run.CreatedAt)))
+				t.index = append(t.index, indexOp(store.IndexRuns, t.run.ID, record.ParseTime(t.run.CreatedAt)))
 			}
 			t.touch() // written back unchanged: the write path fixes the rest
 			return nil
@@ -177,12 +177,12 @@ func staleness(s storedRun, members map[string]map[string]bool) ([]string, bool)
 	if p := r.Phase(); s.storedPhase != p {
 		reasons = append(reasons, fmt.Sprintf("run_phase '%s' ≠ derived '%s'", s.storedPhase, p))
 	}
-	unindexed := !members["index"][r.ID]
+	unindexed := !members[store.IndexRuns][r.ID]
 	if unindexed {
 		reasons = append(reasons, "missing from the run index")
 	}
 	// The timer indexes as the write path would set them now.
-	want := (&txn{run: r}).timerIndexes()
+	want := (&txn{snap: snap{run: r}}).timerIndexes()
 	var wrong []string
 	for _, op := range want {
 		if members[op.Index] == nil {

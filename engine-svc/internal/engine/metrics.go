@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -106,8 +107,7 @@ func (t *txn) stepKind(name string) string {
 // logCommit writes the log lines of an accepted change: one Debug line per
 // write (run_id, version, phase and the steps it recorded) and one Info
 // line when the run ends, so a run's story can be followed by its run_id.
-func (e *Engine) logCommit(t *txn, version int64) {
-	ctx := t.ctx
+func (e *Engine) logCommit(ctx context.Context, t *txn, version int64) {
 	if !e.log.Enabled(ctx, slog.LevelDebug) && (t.wasTerminal || !t.run.Terminal()) {
 		return
 	}

@@ -19,15 +19,19 @@ import (
 type view struct {
 	agents []*workflow.Step // agent steps ready for the caller
 	owed   []*workflow.Step // auto steps and guards the engine owes
-	cannot []string         // sentences for steps that cannot run
-	// refused are the steps refused before their claim, with the check
-	// that refused them (trust, precondition, input_schema, capability).
-	refused []refusedStep
+	// refused are the ready steps refused before their claim, in the
+	// workflow's order.
+	refused []*cannotRun
 }
 
-type refusedStep struct {
-	step  *workflow.Step
-	check string
+// blockedOnCapability reports whether a ready step waits for a runner.
+func (v view) blockedOnCapability() bool {
+	for _, c := range v.refused {
+		if c.check == checkCapability {
+			return true
+		}
+	}
+	return false
 }
 
 // view computes what comes next. It reads only; it never changes the run.
@@ -45,20 +49,16 @@ func (t *txn) view() view {
 		}
 		switch s.Execution {
 		case workflow.KindAgent:
-			if why := t.refusedBeforeClaim(s); why != "" {
-				v.cannot = append(v.cannot, why)
-				by, _, _ := refusalParts(why)
-				v.refused = append(v.refused, refusedStep{s, by})
+			if c := t.refusedBeforeClaim(s); c != nil {
+				v.refused = append(v.refused, c)
 				continue
 			}
 			v.agents = append(v.agents, s)
 		case workflow.KindGuard:
 			v.owed = append(v.owed, s)
 		case workflow.KindAuto:
-			if why := t.runnableHere(s); why != "" {
-				v.cannot = append(v.cannot, why)
-				by, _, _ := refusalParts(why)
-				v.refused = append(v.refused, refusedStep{s, by})
+			if c := t.runnableHere(s); c != nil {
+				v.refused = append(v.refused, c)
 				continue
 			}
 			v.owed = append(v.owed, s)
@@ -84,7 +84,9 @@ func (t *txn) whatNext(v view) string {
 	if len(v.owed) > 0 {
 		parts = append(parts, "Owed to the engine: "+names(v.owed)+" — call advance_run.")
 	}
-	parts = append(parts, v.cannot...)
+	for _, c := range v.refused {
+		parts = append(parts, c.sentence())
+	}
 	if len(v.agents) == 0 && len(v.owed) == 0 {
 		if way := wayOut(v.refused); way != "" {
 			parts = append(parts, way)
@@ -105,20 +107,20 @@ func (t *txn) whatNext(v view) string {
 // for its trust or a precondition; each step's own way first, then the
 // run's, when one is refused for its input. Capability blocks have their
 // own way (load the missing extension) and add none.
-func wayOut(refused []refusedStep) string {
+func wayOut(refused []*cannotRun) string {
 	const run = "Correct the workflow and register it again, then call advance_run; or end the run with abandon_run."
 	var ways []string
 	input := false
 	for _, r := range refused {
 		switch r.check {
-		case "input_schema":
+		case checkInputSchema:
 			input = true
 			if len(r.step.DependsOn) == 0 {
 				ways = append(ways, fmt.Sprintf("'%s', start a run with params that fit, or correct its input_schema and register the workflow again", r.step.Name))
 			} else {
 				ways = append(ways, fmt.Sprintf("'%s', the engine gives it no input, so correct its input_schema and register the workflow again", r.step.Name))
 			}
-		case "trust", "precondition":
+		case checkTrust, checkPrecondition:
 			ways = append(ways, fmt.Sprintf("'%s', correct the workflow and register it again", r.step.Name))
 		}
 	}
@@ -178,10 +180,15 @@ func (t *txn) nextActions(v view) []*realmv1.NextAction {
 		if len(v.owed) > 1 {
 			verb, pronoun = "the steps the engine owes", "them"
 		}
+		owed := make([]string, len(v.owed))
+		for i, s := range v.owed {
+			owed[i] = s.Name
+		}
 		out = append(out, &realmv1.NextAction{
 			Instruction:   &realmv1.Instruction{Tool: "advance_run", Params: params, CallWith: mustStruct(map[string]any{"run_id": t.run.ID})},
 			HumanReadable: fmt.Sprintf("Call advance_run to run %s: %s. It runs %s with this server's extensions and environment.", verb, names(v.owed), pronoun),
 			Orientation:   "Run is active. Engine work is owed: " + names(v.owed) + ".",
+			OwedSteps:     owed,
 		})
 	}
 	return out
@@ -314,16 +321,15 @@ func (t *txn) envelope(command string) *realmv1.Reply {
 		Status:              realmv1.ReplyStatus_REPLY_STATUS_OK,
 		RunPhase:            phaseEnum(t.run.Phase()),
 		Warnings:            t.warnings,
-		Guards:              t.guards,
-		EndedBy:             t.endedBy,
+		Guards:              t.guardsReply(),
+		EndedBy:             t.endedByReply(),
 		HasChainedAutoSteps: t.hasChained,
 	}
 	if t.expired != nil {
 		r.ExpiryEnactedVia = &t.expired.via
 	}
 	if t.hasChained {
-		t.fixChainPhases()
-		r.ChainedAutoSteps = t.chained
+		r.ChainedAutoSteps = t.chainedReply(t.run)
 	}
 	if a := t.adopted; a != nil {
 		r.AdoptedOwn, r.AdoptedAnonymous, r.PreservedForeign = ptr(int32(a[0])), ptr(int32(a[1])), ptr(int32(a[2]))

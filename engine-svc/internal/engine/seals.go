@@ -33,7 +33,7 @@ func (e *Engine) StampSeals(ctx context.Context, req *realmv1.StampSealsRequest)
 			case sealUnverifiable:
 				resp.Unverifiable++
 			case sealIncoherent:
-				resp.Incoherent = append(resp.Incoherent, &realmv1.SealFinding{RunId: r.ID, Arm: r.SealedBy.Arm, Phase: r.Phase(), Note: note})
+				resp.Incoherent = append(resp.Incoherent, &realmv1.SealFinding{RunId: r.ID, Arm: string(r.SealedBy.Arm), Phase: r.Phase(), Note: note})
 			default:
 				resp.Agreeing++
 			}
@@ -44,7 +44,7 @@ func (e *Engine) StampSeals(ctx context.Context, req *realmv1.StampSealsRequest)
 			resp.Unclassifiable = append(resp.Unclassifiable, &realmv1.SealFinding{RunId: r.ID, Phase: r.Phase(), Note: why})
 			continue
 		}
-		found := &realmv1.SealFinding{RunId: r.ID, Arm: seal.Arm, Phase: r.Phase()}
+		found := &realmv1.SealFinding{RunId: r.ID, Arm: string(seal.Arm), Phase: r.Phase()}
 		if !req.GetForce() {
 			resp.Stamped = append(resp.Stamped, found)
 			continue
@@ -80,18 +80,21 @@ func (e *Engine) StampSeals(ctx context.Context, req *realmv1.StampSealsRequest)
 	return resp, nil
 }
 
+// sealBucket is what checkSeal makes of a run that already carries a seal.
+type sealBucket string
+
 // Buckets of a run that already carries a seal.
 const (
-	sealAgreeing     = "agreeing"
-	sealRuled        = "ruled"
-	sealUnverifiable = "unverifiable"
-	sealIncoherent   = "incoherent"
+	sealAgreeing     sealBucket = "agreeing"
+	sealRuled        sealBucket = "ruled"
+	sealUnverifiable sealBucket = "unverifiable"
+	sealIncoherent   sealBucket = "incoherent"
 )
 
 // checkSeal says whether a sealed run's arm agrees with the rest of its
 // record. Arms that leave no trace of their own (a guard resolution error,
 // a spawn or extensions failure) cannot be confirmed: unverifiable.
-func checkSeal(r *record.Run) (string, string) {
+func checkSeal(r *record.Run) (sealBucket, string) {
 	s := r.SealedBy
 	if s.Adjudicated != nil {
 		return sealRuled, "" // a ruling skips the coherence check for good
@@ -109,14 +112,14 @@ func checkSeal(r *record.Run) (string, string) {
 		if r.AbandonedAt != "" {
 			return sealIncoherent, "aborted arm on an abandoned record"
 		}
-		if s.Arm != "gate_expiry_abort" && r.AbortedAt == nil {
+		if s.Arm != record.ArmGateExpiryAbort && r.AbortedAt == nil {
 			return sealIncoherent, "aborted arm without aborted_at"
 		}
 	case record.PhaseFailed:
 		if r.AbandonedAt != "" || r.AbortedAt != nil {
 			return sealIncoherent, "failed arm on an abandoned or aborted record"
 		}
-		if s.Arm != "step_failure" {
+		if s.Arm != record.ArmStepFailure {
 			return sealUnverifiable, ""
 		}
 		if len(r.FailedSteps) == 0 {
@@ -132,44 +135,45 @@ func checkSeal(r *record.Run) (string, string) {
 
 // classifySeal works out the arm a legacy ended record was sealed by, from
 // the markers and reason the engine wrote with each arm, or says why it
-// cannot. The arm must end in the phase the record already derives: a
+// cannot. It is the one place a sentence is read: such a record carries
+// no arm, only the terminal_reason written with it. The arm must end in the phase the record already derives: a
 // stamp never changes how a run ended.
 func classifySeal(r *record.Run) (*record.Seal, string) {
 	reason := r.TerminalReason
 	var s *record.Seal
 	switch {
 	case r.AbandonedAt != "":
-		s = &record.Seal{Arm: "abandon_requested"}
+		s = &record.Seal{Arm: record.ArmAbandonRequested}
 		if reason == "Marked abandoned by realm cleanup" {
-			s.Arm = "cleanup_sweep"
+			s.Arm = record.ArmCleanupSweep
 		}
 	case r.AbortedAt != nil:
 		step := r.AbortedAt.StepID
 		switch {
 		case strings.HasPrefix(reason, "Gate '") && strings.Contains(reason, "expired and the run aborted"):
-			s = &record.Seal{Arm: "gate_expiry_abort", Step: step}
+			s = &record.Seal{Arm: record.ArmGateExpiryAbort, Step: step}
 		case len(r.AbortedAt.Conditions) > 0:
-			s = &record.Seal{Arm: "guard_abort", Step: step}
+			s = &record.Seal{Arm: record.ArmGuardAbort, Step: step}
 		case strings.HasPrefix(reason, "Handler '"):
-			s = &record.Seal{Arm: "handler_abort", Step: step}
+			s = &record.Seal{Arm: record.ArmHandlerAbort, Step: step}
 		default:
 			return nil, "aborted, but the record names neither a guard, a handler nor a gate expiry"
 		}
 	case reason == "extensions_load_failed":
-		s = &record.Seal{Arm: "extensions_load_failure"}
+		s = &record.Seal{Arm: record.ArmExtensionsLoadFailure}
 	case strings.HasPrefix(reason, "spawn_failure"):
-		s = &record.Seal{Arm: "spawn_failure"}
+		s = &record.Seal{Arm: record.ArmSpawnFailure}
 	case strings.HasPrefix(reason, "Guard step '") && strings.Contains(reason, "resolution error"):
-		s = &record.Seal{Arm: "guard_resolution_error"}
+		s = &record.Seal{Arm: record.ArmGuardResolutionError}
 	case len(r.FailedSteps) > 0:
-		s = &record.Seal{Arm: "step_failure"}
+		s = &record.Seal{Arm: record.ArmStepFailure}
 	case reason == "" || reason == "Workflow completed.":
-		s = &record.Seal{Arm: "complete"}
+		s = &record.Seal{Arm: record.ArmComplete}
 	default:
 		return nil, "ended with reason '" + reason + "', which names no arm"
 	}
 	if p := r.Phase(); record.ArmPhase[s.Arm] != p {
-		return nil, "the record suggests '" + s.Arm + "', which would change its phase '" + p + "'"
+		return nil, "the record suggests '" + string(s.Arm) + "', which would change its phase '" + p + "'"
 	}
 	return s, ""
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
@@ -22,7 +23,7 @@ func (e *Engine) SealSpawnFailure(ctx context.Context, req *realmv1.SealSpawnFai
 		}
 		t.run.InProgressSteps = []string{}
 		t.run.PendingGate = nil
-		t.run.Seal("spawn_failure", "", fmt.Sprintf("spawn_failure: %s", req.GetReason()))
+		t.run.Seal(record.ArmSpawnFailure, "", fmt.Sprintf("spawn_failure: %s", req.GetReason()))
 		t.touch()
 		return nil
 	})

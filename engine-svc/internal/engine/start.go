@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -120,8 +118,8 @@ func (e *Engine) createOrMatch(ctx context.Context, def *compiled, params map[st
 				rerunOf, expect = rerun, held
 			}
 		}
-		t := e.newRun(def, params, o.caller)
-		t.ctx, t.caller = ctx, o.caller
+		t := e.newRun(ctx, def, params)
+		t.caller = o.caller
 		t.run.IdempotencyKey = o.key
 		t.run.RerunOf = rerunOf
 		t.run.ParentRunID = o.parent
@@ -129,7 +127,7 @@ func (e *Engine) createOrMatch(ctx context.Context, def *compiled, params map[st
 			t.run.ID = e.st.NewRunID(key)
 			t.idemKey, t.idemExpect = key, expect
 		}
-		t.index = append(t.index, indexOp("index", t.run.ID, t.now))
+		t.index = append(t.index, indexOp(store.IndexRuns, t.run.ID, t.now))
 		if o.chain {
 			t.startChain()
 		}
@@ -146,7 +144,7 @@ func (e *Engine) createOrMatch(ctx context.Context, def *compiled, params map[st
 }
 
 // newRun builds the transaction that creates a run.
-func (e *Engine) newRun(def *compiled, params map[string]any, caller *realmv1.Caller) *txn {
+func (e *Engine) newRun(ctx context.Context, def *compiled, params map[string]any) *txn {
 	now := e.now()
 	ts := record.FormatTime(now)
 	r := &record.Run{
@@ -159,7 +157,8 @@ func (e *Engine) newRun(def *compiled, params map[string]any, caller *realmv1.Ca
 		RunPhase:        record.PhaseRunning,
 	}
 	r.Normalize()
-	t := &txn{e: e, ctx: context.Background(), run: r, def: def, outputs: map[string]any{}, traces: map[string][]byte{}, now: now, base: &store.Snapshot{Version: -1}, create: true}
+	t := &txn{e: e, snap: snap{run: r, def: def, outputs: map[string]any{}, traces: map[string][]byte{}, now: now, base: &store.Snapshot{Version: -1}}, pending: pending{create: true}}
+	t.caps = e.readCapabilities(ctx, def, r)
 	t.touch()
 	return t
 }
@@ -171,30 +170,6 @@ func (e *Engine) newRun(def *compiled, params map[string]any, caller *realmv1.Ca
 // wins). start_run_batch runs nothing, so its runs may owe a guard.
 func (t *txn) startChain() {
 	t.advance(advanceOpts{decideGuards: true, chain: true})
-}
-
-// commit writes a transaction: the one place a run change reaches the store.
-func (e *Engine) commit(ctx context.Context, t *txn) error {
-	change, next, err := t.change()
-	if err != nil {
-		return err
-	}
-	began := time.Now()
-	err = e.st.CommitRun(ctx, change)
-	if err != nil {
-		if store.IsConflict(err) {
-			e.m.write("conflict", time.Since(began))
-			e.runs.drop(t.run.ID)
-			return err
-		}
-		e.m.write("error", time.Since(began))
-		return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to write run to store: "+err.Error())
-	}
-	e.m.write("ok", time.Since(began))
-	e.m.committed(t)
-	e.logCommit(t, next.Version)
-	e.runs.put(t.run.ID, &decoded{snap: next, run: t.run.Clone(), outputs: maps.Clone(t.outputs), traces: maps.Clone(t.traces), attempts: t.attempts})
-	return nil
 }
 
 // createdReply is start_run's reply for a run it created.
@@ -212,7 +187,7 @@ func (t *txn) createdReply(command string) *realmv1.Reply {
 	v := t.view()
 	r.NextActions = t.nextActions(v)
 	switch {
-	case t.endedBy != nil && t.endedBy.Arm != "guard_pass_complete":
+	case t.endedBy != nil && t.endedBy.arm != record.ArmGuardPassComplete:
 		r.ContextHint = t.guardSentence()
 	case t.lastAuto != "":
 		r.ContextHint = fmt.Sprintf("Step '%s' completed. %s", t.lastAuto, t.afterHint(v))
@@ -241,13 +216,13 @@ func (t *txn) afterHint(v view) string {
 
 // guardSentence is the context_hint of a guard that ended the run.
 func (t *txn) guardSentence() string {
-	switch t.endedBy.Arm {
-	case "guard_abort":
-		return fmt.Sprintf("Guard step '%s' aborted the run.", t.endedBy.Step)
-	case "guard_resolution_error":
-		return fmt.Sprintf("Guard step '%s' failed with a resolution error. Run is terminated.", t.endedBy.Step)
+	switch t.endedBy.arm {
+	case record.ArmGuardAbort:
+		return fmt.Sprintf("Guard step '%s' aborted the run.", t.endedBy.step)
+	case record.ArmGuardResolutionError:
+		return fmt.Sprintf("Guard step '%s' failed with a resolution error. Run is terminated.", t.endedBy.step)
 	default:
-		return fmt.Sprintf("Guard step '%s' passed and completed the run.", t.endedBy.Step)
+		return fmt.Sprintf("Guard step '%s' passed and completed the run.", t.endedBy.step)
 	}
 }
 

@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/realm-go/realm/engine-svc/internal/health"
 	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/workflow"
 )
@@ -43,6 +43,16 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 	r := t.run
 	x := map[string]any{}
 	open := !r.Terminal()
+	var entries []*record.Entry
+	if includeSteps || open {
+		var err error
+		if entries, err = t.e.evidence(ctx, r.ID); err != nil {
+			// get_run_state still answers from the record: the steps view is
+			// empty, and findings that need the evidence are not found,
+			// never invented.
+			t.e.log.WarnContext(ctx, "get_run_state: the evidence could not be read", "run_id", r.ID, "err", err)
+		}
+	}
 	gateStep := ""
 	if r.PendingGate != nil {
 		gateStep = r.PendingGate.StepName
@@ -87,18 +97,16 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 			switch s.Execution {
 			case workflow.KindAuto:
 				e := map[string]any{"step": s.Name, "runnable_here": true}
-				if why := t.runnableHere(s); why != "" {
-					by, refusal, basis := refusalParts(why)
-					e["runnable_here"], e["refused_by"], e["refusal"] = false, by, refusal
-					if basis != "" {
-						e["basis"] = basis
+				if c := t.runnableHere(s); c != nil {
+					e["runnable_here"], e["refused_by"], e["refusal"] = false, string(c.check), c.why
+					if b := c.basis(); b != "" {
+						e["basis"] = b
 					}
 				}
 				runnable = append(runnable, e)
 			case workflow.KindAgent:
-				if why := t.refusedBeforeClaim(s); why != "" {
-					by, refusal, _ := refusalParts(why)
-					refused = append(refused, map[string]any{"step": s.Name, "runnable_here": false, "refused_by": by, "refusal": refusal})
+				if c := t.refusedBeforeClaim(s); c != nil {
+					refused = append(refused, map[string]any{"step": s.Name, "runnable_here": false, "refused_by": string(c.check), "refusal": c.why})
 				}
 			case workflow.KindGuard:
 				guards = append(guards, s.Name)
@@ -141,7 +149,7 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 		x["cleanup_pending"] = cp
 	}
 	if includeSteps {
-		x["steps"] = t.stepsView(ctx)
+		x["steps"] = t.stepsView(entries)
 		if df := r.DriveFailures; df != nil && len(df.Entries) > 0 {
 			// What each failed drive was billed, in the order of
 			// drive_failures.entries (seed 001).
@@ -163,7 +171,7 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 		}
 	}
 	if open {
-		if fs := t.findings(ctx); len(fs) > 0 {
+		if fs := t.findings(entries); len(fs) > 0 {
 			b, _ := json.Marshal(fs)
 			var list []any
 			_ = json.Unmarshal(b, &list)
@@ -175,8 +183,8 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 }
 
 // findings are the run's health findings as this server judges them.
-func (t *txn) findings(ctx context.Context) []health.Finding {
-	in := health.Input{Run: t.run, Now: t.now, Capable: t.capable, DefErr: t.defErr, Entries: t.entries(ctx)}
+func (t *txn) findings(entries []*record.Entry) []health.Finding {
+	in := health.Input{Run: t.run, Now: t.now, Capable: t.capable, DefErr: t.defErr, Entries: entries}
 	if t.def != nil {
 		in.Def = t.def.Def
 	}
@@ -189,38 +197,11 @@ func setList(m map[string]any, key string, list []any) {
 	}
 }
 
-// refusalParts splits a "'<step>' cannot run (<check>): <why>." sentence
-// into its check, its why, and for a capability the basis it was judged on.
-func refusalParts(sentence string) (by, refusal, basis string) {
-	i := strings.Index(sentence, "(")
-	j := strings.Index(sentence, "): ")
-	if i < 0 || j < i {
-		return "", sentence, ""
-	}
-	by = sentence[i+1 : j]
-	refusal = strings.TrimSuffix(sentence[j+3:], ".")
-	if by == "capability" {
-		basis = "registry"
-		if k := strings.Index(refusal, " — "); k >= 0 {
-			refusal = refusal[:k]
-		}
-	}
-	return by, refusal, basis
-}
-
 // stepsView is include_steps: each step's attempts (and a gate's answers),
 // read from the evidence.
-func (t *txn) stepsView(ctx context.Context) map[string]any {
+func (t *txn) stepsView(entries []*record.Entry) map[string]any {
 	out := map[string]any{}
-	raw, err := t.e.st.Evidence(ctx, t.run.ID, 0, -1)
-	if err != nil {
-		return out
-	}
-	for _, b := range raw {
-		var e record.Entry
-		if json.Unmarshal(b, &e) != nil {
-			continue
-		}
+	for _, e := range entries {
 		s, _ := out[e.StepID].(map[string]any)
 		if s == nil {
 			s = map[string]any{"attempts": []any{}}
@@ -287,13 +268,7 @@ func (t *txn) nextStatus(v view, actions []*realmv1.NextAction) string {
 	if gateOpen {
 		return "awaiting_human"
 	}
-	capability := false
-	for _, c := range v.cannot {
-		if strings.Contains(c, "(capability)") {
-			capability = true
-		}
-	}
-	if capability && len(v.owed) == 0 {
+	if v.blockedOnCapability() && len(v.owed) == 0 {
 		return "blocked_on_capability"
 	}
 	stale, unknown := false, false
@@ -418,19 +393,20 @@ func costOf(diag map[string]any) map[string]any {
 	return cost
 }
 
-// entries reads the run's evidence (nil when it cannot be read: the
-// findings that need it are then not found, never invented).
-func (t *txn) entries(ctx context.Context) []*record.Entry {
-	raw, err := t.e.st.Evidence(ctx, t.run.ID, 0, -1)
+// evidence reads a run's evidence entries, oldest first. An entry that does
+// not decode is left out (a reader shows what it can); a store that cannot
+// be read is the caller's error to handle.
+func (e *Engine) evidence(ctx context.Context, runID string) ([]*record.Entry, error) {
+	raw, err := e.st.Evidence(ctx, runID, 0, -1)
 	if err != nil {
-		return nil
+		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
 	}
 	out := make([]*record.Entry, 0, len(raw))
 	for _, b := range raw {
-		var e record.Entry
-		if json.Unmarshal(b, &e) == nil {
-			out = append(out, &e)
+		var en record.Entry
+		if json.Unmarshal(b, &en) == nil {
+			out = append(out, &en)
 		}
 	}
-	return out
+	return out, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -129,8 +128,9 @@ func (e *Engine) AppendTrace(ctx context.Context, req *realmv1.AppendTraceReques
 			refuse(errcode.StepNotFound, fmt.Sprintf("Step '%s' not found in workflow '%s'.", step, t.run.WorkflowID))
 			return nil
 		}
-		if why := t.notCallable(s); why != "" && !strings.HasPrefix(why, "its dependencies") {
-			refuse(errcode.StateStepNotEligible, fmt.Sprintf("Step '%s' %s.", step, strings.TrimPrefix(why, "it ")))
+		// A step still waiting on its dependencies may gather a trace.
+		if u := t.notCallable(s); u != nil && u.kind != callWaiting {
+			refuse(errcode.StateStepNotEligible, fmt.Sprintf("Step '%s' %s.", step, u.afterStep()))
 			return nil
 		}
 		if s.Execution != workflow.KindAgent {

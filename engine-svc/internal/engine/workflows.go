@@ -303,8 +303,8 @@ func (e *Engine) listStuck(ctx context.Context, req *realmv1.ListRunsRequest) (*
 		index string
 		upTo  float64
 	}{
-		{"claims", nowMS}, {"expiries", nowMS}, {"finalizers", math.Inf(1)}, {"blocked", math.Inf(1)},
-		{"activity", float64(now.Add(-threshold).UnixMilli())},
+		{store.IndexClaims, nowMS}, {store.IndexExpiries, nowMS}, {store.IndexFinalizers, math.Inf(1)}, {store.IndexBlocked, math.Inf(1)},
+		{store.IndexActivity, float64(now.Add(-threshold).UnixMilli())},
 	} {
 		due, err := e.st.Due(ctx, q.index, q.upTo, stuckScanLimit)
 		if err != nil {

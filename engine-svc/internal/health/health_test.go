@@ -115,10 +115,10 @@ func TestClassifyReproducesSeedExamples(t *testing.T) {
 			name: "capability_block for a handler this server lacks",
 			input: func(t *testing.T) Input {
 				r := run("2026-10-01T20:15:33.944Z")
-				r.CapabilityBlocks = map[string]map[string]any{"total": {
-					"requirement": map[string]any{"kind": "handler", "name": "order_totl"},
-					"code":        "ENGINE_HANDLER_NOT_REGISTERED",
-					"at":          "2026-10-01T20:15:33.944Z",
+				r.CapabilityBlocks = map[string]*record.CapabilityBlock{"total": {
+					Requirement: record.Requirement{Kind: "handler", Name: "order_totl"},
+					Code:        "ENGINE_HANDLER_NOT_REGISTERED",
+					At:          "2026-10-01T20:15:33.944Z",
 				}}
 				total := &workflow.Step{Name: "total", Execution: workflow.KindAuto, Handler: "order_totl"}
 				return Input{Run: r, Def: def(total), Now: at(t, "2026-10-01T20:20:00Z"), Capable: func(string) bool { return false }}
@@ -307,7 +307,7 @@ func TestClassifyFindsEachUnexampledCase(t *testing.T) {
 			name: "an adapter block stands whatever handlers this server has",
 			input: func() Input {
 				r := run(recent)
-				r.CapabilityBlocks = map[string]map[string]any{"post": {"requirement": map[string]string{"kind": "adapter", "name": "slack"}}}
+				r.CapabilityBlocks = map[string]*record.CapabilityBlock{"post": {Requirement: record.Requirement{Kind: "adapter", Name: "slack"}}}
 				return Input{Run: r, Def: def(agent("post")), Now: now, Capable: func(string) bool { return true }}
 			},
 			wantKind: KindCapabilityBlock, wantStep: "post", wantReason: "ENGINE_ADAPTER_NOT_REGISTERED",
@@ -441,7 +441,7 @@ func TestClassifyLeavesOutWhatDoesNotApply(t *testing.T) {
 			name: "a capability block this server can run is left out",
 			input: func() Input {
 				r := run(recent)
-				r.CapabilityBlocks = map[string]map[string]any{"total": {"requirement": map[string]any{"kind": "handler", "name": "order_total"}, "code": "ENGINE_HANDLER_NOT_REGISTERED"}}
+				r.CapabilityBlocks = map[string]*record.CapabilityBlock{"total": {Requirement: record.Requirement{Kind: "handler", Name: "order_total"}, Code: "ENGINE_HANDLER_NOT_REGISTERED"}}
 				return Input{Run: r, Def: def(agent("total")), Now: now, Capable: func(h string) bool { return h == "order_total" }}
 			},
 			kind: KindCapabilityBlock,
@@ -450,7 +450,7 @@ func TestClassifyLeavesOutWhatDoesNotApply(t *testing.T) {
 			name: "a built-in handler is never blocked here",
 			input: func() Input {
 				r := run(recent)
-				r.CapabilityBlocks = map[string]map[string]any{"check": {"requirement": map[string]any{"kind": "handler", "name": "check_quotes"}}}
+				r.CapabilityBlocks = map[string]*record.CapabilityBlock{"check": {Requirement: record.Requirement{Kind: "handler", Name: "check_quotes"}}}
 				return Input{Run: r, Def: def(agent("check")), Now: now}
 			},
 			kind: KindCapabilityBlock,
@@ -460,7 +460,7 @@ func TestClassifyLeavesOutWhatDoesNotApply(t *testing.T) {
 			input: func() Input {
 				r := run(recent)
 				r.CompletedSteps = []string{"total"}
-				r.CapabilityBlocks = map[string]map[string]any{"total": {"requirement": map[string]any{"kind": "handler", "name": "order_total"}}}
+				r.CapabilityBlocks = map[string]*record.CapabilityBlock{"total": {Requirement: record.Requirement{Kind: "handler", Name: "order_total"}}}
 				return Input{Run: r, Def: def(agent("total")), Now: now}
 			},
 			kind: KindCapabilityBlock,
@@ -650,9 +650,9 @@ func TestClassifyOrdersFindingsByCatalogueThenStep(t *testing.T) {
 	// In the record, b was claimed before a; the workflow lists a first.
 	r.MarkInProgress("b", &record.Claim{Token: "t"})
 	r.MarkInProgress("a", &record.Claim{Token: "t", Deadline: str("2026-10-02T11:30:00.000Z")})
-	r.CapabilityBlocks = map[string]map[string]any{
-		"z": {"requirement": map[string]any{"kind": "handler", "name": "hz"}},
-		"c": {"requirement": map[string]any{"kind": "handler", "name": "hc"}},
+	r.CapabilityBlocks = map[string]*record.CapabilityBlock{
+		"z": {Requirement: record.Requirement{Kind: "handler", Name: "hz"}},
+		"c": {Requirement: record.Requirement{Kind: "handler", Name: "hc"}},
 	}
 	g := &workflow.Step{Name: "g", Execution: workflow.KindGuard}
 	bad := agent("t")
@@ -684,7 +684,7 @@ func TestClassifyOnEndedRuns(t *testing.T) {
 	r.CompletedSteps = []string{"a"}
 	r.FailedSteps = []string{"b"}
 	r.InProgressSteps = []string{"c"} // an unknown-age claim left behind
-	r.CapabilityBlocks = map[string]map[string]any{"d": {"requirement": map[string]any{"kind": "handler", "name": "hd"}}}
+	r.CapabilityBlocks = map[string]*record.CapabilityBlock{"d": {Requirement: record.Requirement{Kind: "handler", Name: "hd"}}}
 	r.PendingGate = &record.PendingGate{GateID: "g1", StepName: "e", ExpiresAt: "2026-09-01T00:01:00.000Z", OnExpiry: "abort"}
 	r.ResolvedGates = map[string]*record.ResolvedGate{"g1": {Step: "e"}}
 	r.Seal("complete", "", "Workflow completed.")

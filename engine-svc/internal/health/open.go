@@ -107,7 +107,7 @@ func (c *classifier) laterEventThan(t time.Time) bool {
 		}
 	}
 	for _, b := range c.run.CapabilityBlocks {
-		if s, _ := b["at"].(string); after(s) {
+		if b != nil && after(b.At) {
 			return true
 		}
 	}
@@ -168,19 +168,6 @@ func (c *classifier) wedgedSiblings() []Finding {
 	return c.claimFindings(KindWedgedGateSibling, c.run.PendingGate.StepName)
 }
 
-// requirementOf reads a capability block's requirement. The block is
-// free-form JSON in the record (map[string]any once decoded).
-func requirementOf(b map[string]any) (kind, name string) {
-	switch r := b["requirement"].(type) {
-	case map[string]any:
-		kind, _ = r["kind"].(string)
-		name, _ = r["name"].(string)
-	case map[string]string:
-		kind, name = r["kind"], r["name"]
-	}
-	return kind, name
-}
-
 // capabilityBlocks: a recorded block on a step that has not run since (it
 // is still pending), left out when this server has the handler. Adapters
 // are never run by the engine itself, so an adapter block always stands.
@@ -191,14 +178,14 @@ func (c *classifier) capabilityBlocks() []Finding {
 		if b == nil || c.run.StateOf(step) != record.StatePending {
 			continue
 		}
-		kind, name := requirementOf(b)
-		if kind == "handler" && c.capable(name) {
+		kind, name := b.Requirement.Kind, b.Requirement.Name
+		if kind == record.RequireHandler && c.capable(name) {
 			continue
 		}
-		code, _ := b["code"].(string)
+		code := b.Code
 		if code == "" {
 			code = string(errcode.EngineHandlerNotRegistered)
-			if kind == "adapter" {
+			if kind == record.RequireAdapter {
 				code = string(errcode.EngineAdapterNotRegistered)
 			}
 		}
@@ -206,8 +193,8 @@ func (c *classifier) capabilityBlocks() []Finding {
 			"requirement": map[string]any{"kind": kind, "name": name},
 			"code":        code,
 		}}
-		if at, _ := b["at"].(string); at != "" {
-			if t := record.ParseTime(at); !t.IsZero() {
+		if b.At != "" {
+			if t := record.ParseTime(b.At); !t.IsZero() {
 				f.Since = &t
 			}
 		}

@@ -109,7 +109,7 @@ func TestStuckLabels(t *testing.T) {
 			name: "a capability block is read from the record alone",
 			input: func() Input {
 				r := run(recent)
-				r.CapabilityBlocks = map[string]map[string]any{"total": {"requirement": map[string]any{"kind": "handler", "name": "order_totl"}}}
+				r.CapabilityBlocks = map[string]*record.CapabilityBlock{"total": {Requirement: record.Requirement{Kind: "handler", Name: "order_totl"}}}
 				return Input{Run: r, Def: def(agent("total")), Now: now, Capable: func(string) bool { return true }}
 			},
 			want: "  total: needs handler 'order_totl'",
@@ -118,7 +118,7 @@ func TestStuckLabels(t *testing.T) {
 			name: "a corrupt requirement kind renders (unknown)",
 			input: func() Input {
 				r := run(recent)
-				r.CapabilityBlocks = map[string]map[string]any{"total": {"requirement": map[string]any{"kind": "gizmo", "name": "x"}}}
+				r.CapabilityBlocks = map[string]*record.CapabilityBlock{"total": {Requirement: record.Requirement{Kind: "gizmo", Name: "x"}}}
 				return Input{Run: r, Def: def(agent("total")), Now: now}
 			},
 			want: "  total: needs (unknown) 'x'",
@@ -177,7 +177,7 @@ func TestStuckLabels(t *testing.T) {
 				r := run(recent)
 				r.MarkInProgress("a", &record.Claim{Token: "t", Deadline: str("2026-10-02T11:00:00.000Z")})
 				r.MarkInProgress("b", &record.Claim{Token: "t"})
-				r.CapabilityBlocks = map[string]map[string]any{"c": {"requirement": map[string]any{"kind": "adapter", "name": "slack"}}}
+				r.CapabilityBlocks = map[string]*record.CapabilityBlock{"c": {Requirement: record.Requirement{Kind: "adapter", Name: "slack"}}}
 				return Input{Run: r, Def: def(agent("a"), agent("b"), agent("c")), Now: now}
 			},
 			want: "  a=claim_stale, b=claim_unknown_age  c: needs adapter 'slack'",
@@ -228,7 +228,7 @@ func TestStuckLeavesOutWhatDoesNotSelect(t *testing.T) {
 func TestStuckPutsTheIdleLabelFirstAndEmpty(t *testing.T) {
 	t.Parallel()
 	r := run("2026-09-01T00:00:00.000Z")
-	r.CapabilityBlocks = map[string]map[string]any{"t": {"requirement": map[string]any{"kind": "handler", "name": "h"}}}
+	r.CapabilityBlocks = map[string]*record.CapabilityBlock{"t": {Requirement: record.Requirement{Kind: "handler", Name: "h"}}}
 	ls := Stuck(Input{Run: r, Def: def(agent("t")), Now: time.Date(2026, 10, 2, 0, 0, 0, 0, time.UTC)})
 	got := make([]string, len(ls))
 	for i, l := range ls {

@@ -117,19 +117,6 @@ func (r *renderer) step(name string) *workflow.Step {
 	return r.in.Def.Steps[name]
 }
 
-// stepArms are the arms whose step the Sealed by line names (cli spec
-// §3.2: guard, gate and handler-abort arms; run-record spec §5.2 says why
-// step_failure's is left out).
-var stepArms = map[string]bool{
-	"guard_pass_complete":      true,
-	"guard_abort":              true,
-	"guard_resolution_error":   true,
-	"gate_resolution_complete": true,
-	"gate_expiry_default":      true,
-	"gate_expiry_abort":        true,
-	"handler_abort":            true,
-}
-
 // header writes the lines above the middle blocks, in the spec's order.
 func (r *renderer) header() string {
 	run := r.run
@@ -147,8 +134,8 @@ func (r *renderer) header() string {
 	}
 	ended := run.Terminal()
 	if s := run.SealedBy; ended && s != nil {
-		text := clean(s.Arm)
-		if s.Step != "" && stepArms[s.Arm] {
+		text := clean(string(s.Arm))
+		if s.Step != "" && s.Arm.NamesStep() {
 			text += " (" + clean(s.Step) + ")"
 		}
 		if s.Classified {
@@ -480,15 +467,15 @@ func rank(pos map[string]int, n string) int {
 }
 
 // requirement reads a capability block's `requirement {kind, name}`.
-func requirement(b map[string]any) (kind, name string) {
-	kind, name = "handler", ""
-	if req, ok := b["requirement"].(map[string]any); ok {
-		if k, ok := req["kind"].(string); ok && k != "" {
-			kind = k
-		}
-		name, _ = req["name"].(string)
+func requirement(b *record.CapabilityBlock) (kind, name string) {
+	kind = record.RequireHandler
+	if b == nil {
+		return kind, ""
 	}
-	return kind, name
+	if b.Requirement.Kind != "" {
+		kind = b.Requirement.Kind
+	}
+	return kind, b.Requirement.Name
 }
 
 // wayOut writes `Run <id> stays open (phase 'running'): …` when nothing

@@ -606,9 +606,9 @@ Cannot run 'total' (trust): x
 		{
 			name: "a capability block on the record is judged from the record",
 			in: Input{Run: run(func(r *record.Run) {
-				r.CapabilityBlocks = map[string]map[string]any{
-					"total": obj("requirement", obj("kind", "handler", "name", "order_totl"), "code", "ENGINE_HANDLER_NOT_REGISTERED"),
-					"done":  obj("requirement", obj("kind", "handler", "name", "x")),
+				r.CapabilityBlocks = map[string]*record.CapabilityBlock{
+					"total": {Requirement: record.Requirement{Kind: "handler", Name: "order_totl"}, Code: "ENGINE_HANDLER_NOT_REGISTERED"},
+					"done":  {Requirement: record.Requirement{Kind: "handler", Name: "x"}},
 				}
 				r.CompletedSteps = []string{"done"}
 			})},
@@ -624,7 +624,7 @@ Could not run 'total' (capability): handler 'order_totl' was not registered in t
 		{
 			name: "the engine's own capability refusal replaces the record's",
 			in: Input{Run: run(func(r *record.Run) {
-				r.CapabilityBlocks = map[string]map[string]any{"total": obj("requirement", obj("kind", "adapter", "name", "crm"))}
+				r.CapabilityBlocks = map[string]*record.CapabilityBlock{"total": {Requirement: record.Requirement{Kind: "adapter", Name: "crm"}}}
 			}), CannotRun: []Refusal{{Step: "total", Check: "capability", Why: "adapter 'crm' is not registered here"}}},
 			want: openHead + "Cannot run 'total' (capability): adapter 'crm' is not registered here\n",
 		},

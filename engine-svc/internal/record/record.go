@@ -23,21 +23,54 @@ const (
 	PhaseAbandoned   = "abandoned"
 )
 
-// Seal arms (run-record spec §5.2) and the phase each ends in.
-var ArmPhase = map[string]string{
-	"complete":                 PhaseCompleted,
-	"gate_resolution_complete": PhaseCompleted,
-	"guard_pass_complete":      PhaseCompleted,
-	"gate_expiry_default":      PhaseCompleted,
-	"step_failure":             PhaseFailed,
-	"guard_resolution_error":   PhaseFailed,
-	"spawn_failure":            PhaseFailed,
-	"extensions_load_failure":  PhaseFailed,
-	"handler_abort":            PhaseAborted,
-	"guard_abort":              PhaseAborted,
-	"gate_expiry_abort":        PhaseAborted,
-	"abandon_requested":        PhaseAbandoned,
-	"cleanup_sweep":            PhaseAbandoned,
+// Arm is how a run was sealed (run-record spec §5.2): a value the engine
+// branches on, never a sentence.
+type Arm string
+
+// Seal arms.
+const (
+	ArmComplete               Arm = "complete"
+	ArmGateResolutionComplete Arm = "gate_resolution_complete"
+	ArmGuardPassComplete      Arm = "guard_pass_complete"
+	ArmGateExpiryDefault      Arm = "gate_expiry_default"
+	ArmStepFailure            Arm = "step_failure"
+	ArmGuardResolutionError   Arm = "guard_resolution_error"
+	ArmSpawnFailure           Arm = "spawn_failure"
+	ArmExtensionsLoadFailure  Arm = "extensions_load_failure"
+	ArmHandlerAbort           Arm = "handler_abort"
+	ArmGuardAbort             Arm = "guard_abort"
+	ArmGateExpiryAbort        Arm = "gate_expiry_abort"
+	ArmAbandonRequested       Arm = "abandon_requested"
+	ArmCleanupSweep           Arm = "cleanup_sweep"
+)
+
+// ArmPhase is the phase each arm ends in.
+var ArmPhase = map[Arm]string{
+	ArmComplete:               PhaseCompleted,
+	ArmGateResolutionComplete: PhaseCompleted,
+	ArmGuardPassComplete:      PhaseCompleted,
+	ArmGateExpiryDefault:      PhaseCompleted,
+	ArmStepFailure:            PhaseFailed,
+	ArmGuardResolutionError:   PhaseFailed,
+	ArmSpawnFailure:           PhaseFailed,
+	ArmExtensionsLoadFailure:  PhaseFailed,
+	ArmHandlerAbort:           PhaseAborted,
+	ArmGuardAbort:             PhaseAborted,
+	ArmGateExpiryAbort:        PhaseAborted,
+	ArmAbandonRequested:       PhaseAbandoned,
+	ArmCleanupSweep:           PhaseAbandoned,
+}
+
+// NamesStep reports whether readers name the seal's step with the arm:
+// the guard, gate and handler-abort arms (cli spec §3.2). step_failure
+// records its step too, but run-record spec §5.2 leaves it unnamed.
+func (a Arm) NamesStep() bool {
+	switch a {
+	case ArmGuardPassComplete, ArmGuardAbort, ArmGuardResolutionError,
+		ArmGateResolutionComplete, ArmGateExpiryDefault, ArmGateExpiryAbort, ArmHandlerAbort:
+		return true
+	}
+	return false
 }
 
 // TimeFormat is how every time in a record is written: UTC with milliseconds.
@@ -76,7 +109,7 @@ type Run struct {
 	SkipDetails          map[string]*SkipDetail      `json:"skip_details,omitempty"`
 	Claims               map[string]*Claim           `json:"claims,omitempty"`
 	Settled              map[string]*Settled         `json:"settled,omitempty"`
-	CapabilityBlocks     map[string]map[string]any   `json:"capability_blocks,omitempty"`
+	CapabilityBlocks     map[string]*CapabilityBlock `json:"capability_blocks,omitempty"`
 	ValidationRejections map[string]int              `json:"validation_rejections,omitempty"`
 	DefaultedSteps       []string                    `json:"defaulted_steps,omitempty"`
 	PendingGate          *PendingGate                `json:"pending_gate,omitempty"`
@@ -99,6 +132,27 @@ type Run struct {
 	EvidenceCount int64  `json:"evidence_count"`
 	LastStep      string `json:"last_step,omitempty"`
 }
+
+// CapabilityBlock marks a step this engine reached but could not run: no
+// live runner served its handler or adapter (the step is blocked, not
+// failed). The field order is the order the JSON has always had.
+type CapabilityBlock struct {
+	At          string      `json:"at,omitempty"`
+	Code        string      `json:"code,omitempty"`
+	Requirement Requirement `json:"requirement"`
+}
+
+// Requirement is what a blocked step needs: a handler or an adapter.
+type Requirement struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// Requirement kinds.
+const (
+	RequireHandler = "handler"
+	RequireAdapter = "adapter"
+)
 
 // SkipDetail says why a step was skipped (run-record spec §4.5).
 type SkipDetail struct {
@@ -202,7 +256,7 @@ type ResolvedGate struct {
 
 // Seal is the machine-readable ending of a run.
 type Seal struct {
-	Arm        string `json:"arm"`
+	Arm        Arm    `json:"arm"`
 	Step       string `json:"step,omitempty"`
 	Classified bool   `json:"classified,omitempty"`
 	// Adjudicated is an operator's ruling on the arm (run-record spec
@@ -402,7 +456,7 @@ func (r *Run) settle(step string, s *Settled) {
 }
 
 // Seal ends the run with an arm.
-func (r *Run) Seal(arm, step, reason string) {
+func (r *Run) Seal(arm Arm, step, reason string) {
 	r.SealedBy = &Seal{Arm: arm, Step: step}
 	r.TerminalState = true
 	r.TerminalReason = reason

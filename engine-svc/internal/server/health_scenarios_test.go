@@ -462,7 +462,7 @@ func TestCapabilityBlockWhenNoRunnerHasTheHandler(t *testing.T) {
 		run := start(t, e, "orders", nil).GetRunId()
 		s := state(t, e, run)
 		wantStatus(t, s, "blocked_on_capability")
-		since, _ := loadDoc(t, e, run).CapabilityBlocks["total"]["at"].(string)
+		since := loadDoc(t, e, run).CapabilityBlocks["total"].At
 		golden(t, "capability_block", finding(t, s, "capability_block", "total"), `{
   "kind": "capability_block",
   "step": "total",

@@ -61,7 +61,7 @@ func (r *Redis) ListRuns(ctx context.Context, f ListFilter) (*RunPage, error) {
 	ties := make([]*redis.ZSliceCmd, r.buckets)
 	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := 0; b < r.buckets; b++ {
-			key := r.IndexKey(b, "index")
+			key := r.IndexKey(b, IndexRuns)
 			if after == nil {
 				older[b] = p.ZRevRangeWithScores(ctx, key, 0, fetch-1)
 				continue

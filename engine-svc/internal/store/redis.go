@@ -102,9 +102,9 @@ func NewRedis(client redis.UniversalClient, opts Options) *Redis {
 	if r.now == nil {
 		r.now = time.Now
 	}
-	r.runIndexes = []string{"index", "expiries", "claims", "activity", "finalizers", "blocked"}
+	r.runIndexes = []string{IndexRuns, IndexExpiries, IndexClaims, IndexActivity, IndexFinalizers, IndexBlocked}
 	for _, ix := range opts.RunIndexes {
-		if ix != "index" && validName(ix) == nil {
+		if ix != IndexRuns && validName(ix) == nil {
 			r.runIndexes = append(r.runIndexes, ix)
 		}
 	}

@@ -85,10 +85,21 @@ type Snapshot struct {
 	EvidenceLen int64
 }
 
+// The bucket indexes the engine keeps. IndexRuns is the run index every
+// run joins when it is created; the others are timers the write path sets
+// from the run as each write leaves it.
+const (
+	IndexRuns       = "index"      // every run, scored by its creation
+	IndexClaims     = "claims"     // earliest claim deadline (0: unknown age)
+	IndexExpiries   = "expiries"   // an open gate's expiry, read by the sweeper
+	IndexActivity   = "activity"   // last write of an open run
+	IndexFinalizers = "finalizers" // an ended run owing cleanup
+	IndexBlocked    = "blocked"    // an open run with a capability block
+)
+
 // IndexOp adds or removes a member of a bucket-level sorted set.
 type IndexOp struct {
-	// Index names the set ("index" is the run index; others are free,
-	// e.g. "expiries", "claims", "activity").
+	// Index names the set (IndexRuns is the run index; others are free).
 	Index  string
 	Member string
 	Score  float64

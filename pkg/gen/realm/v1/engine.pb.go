@@ -23,6 +23,66 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// PurgeRefusal is why purge_run left a run alone.
+type PurgeRefusal int32
+
+const (
+	PurgeRefusal_PURGE_REFUSAL_UNSPECIFIED PurgeRefusal = 0
+	// RUN_NOT_FOUND: no run has the id.
+	PurgeRefusal_PURGE_REFUSAL_RUN_NOT_FOUND PurgeRefusal = 1
+	// NOT_TERMINAL: the run has not ended.
+	PurgeRefusal_PURGE_REFUSAL_NOT_TERMINAL PurgeRefusal = 2
+	// HEALTHY_CLAIM: a step's claim has not passed its deadline.
+	PurgeRefusal_PURGE_REFUSAL_HEALTHY_CLAIM PurgeRefusal = 3
+	// DRAIN_PENDING: the run still owes a finalizer.
+	PurgeRefusal_PURGE_REFUSAL_DRAIN_PENDING PurgeRefusal = 4
+)
+
+// Enum value maps for PurgeRefusal.
+var (
+	PurgeRefusal_name = map[int32]string{
+		0: "PURGE_REFUSAL_UNSPECIFIED",
+		1: "PURGE_REFUSAL_RUN_NOT_FOUND",
+		2: "PURGE_REFUSAL_NOT_TERMINAL",
+		3: "PURGE_REFUSAL_HEALTHY_CLAIM",
+		4: "PURGE_REFUSAL_DRAIN_PENDING",
+	}
+	PurgeRefusal_value = map[string]int32{
+		"PURGE_REFUSAL_UNSPECIFIED":   0,
+		"PURGE_REFUSAL_RUN_NOT_FOUND": 1,
+		"PURGE_REFUSAL_NOT_TERMINAL":  2,
+		"PURGE_REFUSAL_HEALTHY_CLAIM": 3,
+		"PURGE_REFUSAL_DRAIN_PENDING": 4,
+	}
+)
+
+func (x PurgeRefusal) Enum() *PurgeRefusal {
+	p := new(PurgeRefusal)
+	*p = x
+	return p
+}
+
+func (x PurgeRefusal) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PurgeRefusal) Descriptor() protoreflect.EnumDescriptor {
+	return file_realm_v1_engine_proto_enumTypes[0].Descriptor()
+}
+
+func (PurgeRefusal) Type() protoreflect.EnumType {
+	return &file_realm_v1_engine_proto_enumTypes[0]
+}
+
+func (x PurgeRefusal) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PurgeRefusal.Descriptor instead.
+func (PurgeRefusal) EnumDescriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{0}
+}
+
 // WorkflowSource is a workflow file and the files it names (agent
 // profiles, workflow_context), keyed by their path relative to the file.
 type WorkflowSource struct {
@@ -3599,10 +3659,14 @@ func (x *PurgeRunRequest) GetForce() bool {
 }
 
 type PurgeRunResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Purged        bool                   `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
-	WouldRemove   []string               `protobuf:"bytes,2,rep,name=would_remove,json=wouldRemove,proto3" json:"would_remove,omitempty"`
-	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Purged      bool                   `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
+	WouldRemove []string               `protobuf:"bytes,2,rep,name=would_remove,json=wouldRemove,proto3" json:"would_remove,omitempty"`
+	Message     string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// refusal says why the run was not and will not be purged, so a caller
+	// branches on it rather than on message's words; UNSPECIFIED when the
+	// run was purged or would be (a preview without force).
+	Refusal       PurgeRefusal `protobuf:"varint,4,opt,name=refusal,proto3,enum=realm.v1.PurgeRefusal" json:"refusal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3656,6 +3720,13 @@ func (x *PurgeRunResponse) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *PurgeRunResponse) GetRefusal() PurgeRefusal {
+	if x != nil {
+		return x.Refusal
+	}
+	return PurgeRefusal_PURGE_REFUSAL_UNSPECIFIED
 }
 
 type ReclaimRunRequest struct {
@@ -5370,11 +5441,12 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\">\n" +
 	"\x0fPurgeRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
-	"\x05force\x18\x02 \x01(\bR\x05force\"g\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\x99\x01\n" +
 	"\x10PurgeRunResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\bR\x06purged\x12!\n" +
 	"\fwould_remove\x18\x02 \x03(\tR\vwouldRemove\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\xa7\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x120\n" +
+	"\arefusal\x18\x04 \x01(\x0e2\x16.realm.v1.PurgeRefusalR\arefusal\"\xa7\x01\n" +
 	"\x11ReclaimRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\tR\x04step\x12\x14\n" +
@@ -5478,7 +5550,13 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x18MigrateWorkflowsResponse\x12\x1a\n" +
 	"\bmigrated\x18\x01 \x01(\x05R\bmigrated\x12\x1c\n" +
 	"\n" +
-	"up_to_date\x18\x02 \x01(\x05R\bupToDate2\xaa\x11\n" +
+	"up_to_date\x18\x02 \x01(\x05R\bupToDate*\xb0\x01\n" +
+	"\fPurgeRefusal\x12\x1d\n" +
+	"\x19PURGE_REFUSAL_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bPURGE_REFUSAL_RUN_NOT_FOUND\x10\x01\x12\x1e\n" +
+	"\x1aPURGE_REFUSAL_NOT_TERMINAL\x10\x02\x12\x1f\n" +
+	"\x1bPURGE_REFUSAL_HEALTHY_CLAIM\x10\x03\x12\x1f\n" +
+	"\x1bPURGE_REFUSAL_DRAIN_PENDING\x10\x042\xaa\x11\n" +
 	"\rEngineService\x12Y\n" +
 	"\x10ValidateWorkflow\x12!.realm.v1.ValidateWorkflowRequest\x1a\".realm.v1.ValidateWorkflowResponse\x12Y\n" +
 	"\x10RegisterWorkflow\x12!.realm.v1.RegisterWorkflowRequest\x1a\".realm.v1.RegisterWorkflowResponse\x12P\n" +
@@ -5526,245 +5604,248 @@ func file_realm_v1_engine_proto_rawDescGZIP() []byte {
 	return file_realm_v1_engine_proto_rawDescData
 }
 
+var file_realm_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_realm_v1_engine_proto_goTypes = []any{
-	(*WorkflowSource)(nil),              // 0: realm.v1.WorkflowSource
-	(*Diagnostic)(nil),                  // 1: realm.v1.Diagnostic
-	(*WorkflowReport)(nil),              // 2: realm.v1.WorkflowReport
-	(*ValidateWorkflowRequest)(nil),     // 3: realm.v1.ValidateWorkflowRequest
-	(*ValidateWorkflowResponse)(nil),    // 4: realm.v1.ValidateWorkflowResponse
-	(*RegisterWorkflowRequest)(nil),     // 5: realm.v1.RegisterWorkflowRequest
-	(*RegisterWorkflowResponse)(nil),    // 6: realm.v1.RegisterWorkflowResponse
-	(*ListWorkflowsRequest)(nil),        // 7: realm.v1.ListWorkflowsRequest
-	(*WorkflowSummary)(nil),             // 8: realm.v1.WorkflowSummary
-	(*UnreadableWorkflow)(nil),          // 9: realm.v1.UnreadableWorkflow
-	(*ListWorkflowsResponse)(nil),       // 10: realm.v1.ListWorkflowsResponse
-	(*GetWorkflowProtocolRequest)(nil),  // 11: realm.v1.GetWorkflowProtocolRequest
-	(*GetWorkflowProtocolResponse)(nil), // 12: realm.v1.GetWorkflowProtocolResponse
-	(*CreateWorkflowRequest)(nil),       // 13: realm.v1.CreateWorkflowRequest
-	(*CreateWorkflowResponse)(nil),      // 14: realm.v1.CreateWorkflowResponse
-	(*StartRunRequest)(nil),             // 15: realm.v1.StartRunRequest
-	(*StartRunResponse)(nil),            // 16: realm.v1.StartRunResponse
-	(*BatchItem)(nil),                   // 17: realm.v1.BatchItem
-	(*StartRunBatchRequest)(nil),        // 18: realm.v1.StartRunBatchRequest
-	(*BatchStarted)(nil),                // 19: realm.v1.BatchStarted
-	(*BatchFailed)(nil),                 // 20: realm.v1.BatchFailed
-	(*StartRunBatchResponse)(nil),       // 21: realm.v1.StartRunBatchResponse
-	(*TraceEntry)(nil),                  // 22: realm.v1.TraceEntry
-	(*ExecuteStepRequest)(nil),          // 23: realm.v1.ExecuteStepRequest
-	(*ExecuteStepResponse)(nil),         // 24: realm.v1.ExecuteStepResponse
-	(*SubmitHumanResponseRequest)(nil),  // 25: realm.v1.SubmitHumanResponseRequest
-	(*SubmitHumanResponseResponse)(nil), // 26: realm.v1.SubmitHumanResponseResponse
-	(*AdvanceRunRequest)(nil),           // 27: realm.v1.AdvanceRunRequest
-	(*AdvanceRunResponse)(nil),          // 28: realm.v1.AdvanceRunResponse
-	(*GetRunStateRequest)(nil),          // 29: realm.v1.GetRunStateRequest
-	(*PendingGate)(nil),                 // 30: realm.v1.PendingGate
-	(*RunState)(nil),                    // 31: realm.v1.RunState
-	(*GetRunStateResponse)(nil),         // 32: realm.v1.GetRunStateResponse
-	(*AbandonRunRequest)(nil),           // 33: realm.v1.AbandonRunRequest
-	(*AbandonRunResponse)(nil),          // 34: realm.v1.AbandonRunResponse
-	(*AppendTraceRequest)(nil),          // 35: realm.v1.AppendTraceRequest
-	(*TraceCounts)(nil),                 // 36: realm.v1.TraceCounts
-	(*AppendTraceResponse)(nil),         // 37: realm.v1.AppendTraceResponse
-	(*ListRunsRequest)(nil),             // 38: realm.v1.ListRunsRequest
-	(*RunSummary)(nil),                  // 39: realm.v1.RunSummary
-	(*ListRunsResponse)(nil),            // 40: realm.v1.ListRunsResponse
-	(*InspectRunRequest)(nil),           // 41: realm.v1.InspectRunRequest
-	(*InspectRunResponse)(nil),          // 42: realm.v1.InspectRunResponse
-	(*ExportRunRequest)(nil),            // 43: realm.v1.ExportRunRequest
-	(*ExportRunResponse)(nil),           // 44: realm.v1.ExportRunResponse
-	(*ResumeRunRequest)(nil),            // 45: realm.v1.ResumeRunRequest
-	(*ResumeRunResponse)(nil),           // 46: realm.v1.ResumeRunResponse
-	(*DrainRunRequest)(nil),             // 47: realm.v1.DrainRunRequest
-	(*DrainRunResponse)(nil),            // 48: realm.v1.DrainRunResponse
-	(*PurgeRunRequest)(nil),             // 49: realm.v1.PurgeRunRequest
-	(*PurgeRunResponse)(nil),            // 50: realm.v1.PurgeRunResponse
-	(*ReclaimRunRequest)(nil),           // 51: realm.v1.ReclaimRunRequest
-	(*ReclaimRunResponse)(nil),          // 52: realm.v1.ReclaimRunResponse
-	(*ClaimStepRequest)(nil),            // 53: realm.v1.ClaimStepRequest
-	(*ClaimStepResponse)(nil),           // 54: realm.v1.ClaimStepResponse
-	(*ReleaseClaimRequest)(nil),         // 55: realm.v1.ReleaseClaimRequest
-	(*ReleaseClaimResponse)(nil),        // 56: realm.v1.ReleaseClaimResponse
-	(*RecordDriveFailureRequest)(nil),   // 57: realm.v1.RecordDriveFailureRequest
-	(*RecordDriveFailureResponse)(nil),  // 58: realm.v1.RecordDriveFailureResponse
-	(*SealSpawnFailureRequest)(nil),     // 59: realm.v1.SealSpawnFailureRequest
-	(*SealSpawnFailureResponse)(nil),    // 60: realm.v1.SealSpawnFailureResponse
-	(*GcRunsRequest)(nil),               // 61: realm.v1.GcRunsRequest
-	(*Residue)(nil),                     // 62: realm.v1.Residue
-	(*StaleRun)(nil),                    // 63: realm.v1.StaleRun
-	(*GcRunsResponse)(nil),              // 64: realm.v1.GcRunsResponse
-	(*ReconcileKeysRequest)(nil),        // 65: realm.v1.ReconcileKeysRequest
-	(*DuplicateKeyGroup)(nil),           // 66: realm.v1.DuplicateKeyGroup
-	(*ReconcileKeysResponse)(nil),       // 67: realm.v1.ReconcileKeysResponse
-	(*StampSealsRequest)(nil),           // 68: realm.v1.StampSealsRequest
-	(*SealFinding)(nil),                 // 69: realm.v1.SealFinding
-	(*StampSealsResponse)(nil),          // 70: realm.v1.StampSealsResponse
-	(*MigrateWorkflowsRequest)(nil),     // 71: realm.v1.MigrateWorkflowsRequest
-	(*MigrateWorkflowsResponse)(nil),    // 72: realm.v1.MigrateWorkflowsResponse
-	nil,                                 // 73: realm.v1.WorkflowSource.FilesEntry
-	(*timestamppb.Timestamp)(nil),       // 74: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 75: google.protobuf.Struct
-	(*structpb.ListValue)(nil),          // 76: google.protobuf.ListValue
-	(*Caller)(nil),                      // 77: realm.v1.Caller
-	(*Reply)(nil),                       // 78: realm.v1.Reply
-	(RunPhase)(0),                       // 79: realm.v1.RunPhase
-	(*NextAction)(nil),                  // 80: realm.v1.NextAction
-	(*ModelUsage)(nil),                  // 81: realm.v1.ModelUsage
-	(*structpb.Value)(nil),              // 82: google.protobuf.Value
-	(*DriveFailure)(nil),                // 83: realm.v1.DriveFailure
+	(PurgeRefusal)(0),                   // 0: realm.v1.PurgeRefusal
+	(*WorkflowSource)(nil),              // 1: realm.v1.WorkflowSource
+	(*Diagnostic)(nil),                  // 2: realm.v1.Diagnostic
+	(*WorkflowReport)(nil),              // 3: realm.v1.WorkflowReport
+	(*ValidateWorkflowRequest)(nil),     // 4: realm.v1.ValidateWorkflowRequest
+	(*ValidateWorkflowResponse)(nil),    // 5: realm.v1.ValidateWorkflowResponse
+	(*RegisterWorkflowRequest)(nil),     // 6: realm.v1.RegisterWorkflowRequest
+	(*RegisterWorkflowResponse)(nil),    // 7: realm.v1.RegisterWorkflowResponse
+	(*ListWorkflowsRequest)(nil),        // 8: realm.v1.ListWorkflowsRequest
+	(*WorkflowSummary)(nil),             // 9: realm.v1.WorkflowSummary
+	(*UnreadableWorkflow)(nil),          // 10: realm.v1.UnreadableWorkflow
+	(*ListWorkflowsResponse)(nil),       // 11: realm.v1.ListWorkflowsResponse
+	(*GetWorkflowProtocolRequest)(nil),  // 12: realm.v1.GetWorkflowProtocolRequest
+	(*GetWorkflowProtocolResponse)(nil), // 13: realm.v1.GetWorkflowProtocolResponse
+	(*CreateWorkflowRequest)(nil),       // 14: realm.v1.CreateWorkflowRequest
+	(*CreateWorkflowResponse)(nil),      // 15: realm.v1.CreateWorkflowResponse
+	(*StartRunRequest)(nil),             // 16: realm.v1.StartRunRequest
+	(*StartRunResponse)(nil),            // 17: realm.v1.StartRunResponse
+	(*BatchItem)(nil),                   // 18: realm.v1.BatchItem
+	(*StartRunBatchRequest)(nil),        // 19: realm.v1.StartRunBatchRequest
+	(*BatchStarted)(nil),                // 20: realm.v1.BatchStarted
+	(*BatchFailed)(nil),                 // 21: realm.v1.BatchFailed
+	(*StartRunBatchResponse)(nil),       // 22: realm.v1.StartRunBatchResponse
+	(*TraceEntry)(nil),                  // 23: realm.v1.TraceEntry
+	(*ExecuteStepRequest)(nil),          // 24: realm.v1.ExecuteStepRequest
+	(*ExecuteStepResponse)(nil),         // 25: realm.v1.ExecuteStepResponse
+	(*SubmitHumanResponseRequest)(nil),  // 26: realm.v1.SubmitHumanResponseRequest
+	(*SubmitHumanResponseResponse)(nil), // 27: realm.v1.SubmitHumanResponseResponse
+	(*AdvanceRunRequest)(nil),           // 28: realm.v1.AdvanceRunRequest
+	(*AdvanceRunResponse)(nil),          // 29: realm.v1.AdvanceRunResponse
+	(*GetRunStateRequest)(nil),          // 30: realm.v1.GetRunStateRequest
+	(*PendingGate)(nil),                 // 31: realm.v1.PendingGate
+	(*RunState)(nil),                    // 32: realm.v1.RunState
+	(*GetRunStateResponse)(nil),         // 33: realm.v1.GetRunStateResponse
+	(*AbandonRunRequest)(nil),           // 34: realm.v1.AbandonRunRequest
+	(*AbandonRunResponse)(nil),          // 35: realm.v1.AbandonRunResponse
+	(*AppendTraceRequest)(nil),          // 36: realm.v1.AppendTraceRequest
+	(*TraceCounts)(nil),                 // 37: realm.v1.TraceCounts
+	(*AppendTraceResponse)(nil),         // 38: realm.v1.AppendTraceResponse
+	(*ListRunsRequest)(nil),             // 39: realm.v1.ListRunsRequest
+	(*RunSummary)(nil),                  // 40: realm.v1.RunSummary
+	(*ListRunsResponse)(nil),            // 41: realm.v1.ListRunsResponse
+	(*InspectRunRequest)(nil),           // 42: realm.v1.InspectRunRequest
+	(*InspectRunResponse)(nil),          // 43: realm.v1.InspectRunResponse
+	(*ExportRunRequest)(nil),            // 44: realm.v1.ExportRunRequest
+	(*ExportRunResponse)(nil),           // 45: realm.v1.ExportRunResponse
+	(*ResumeRunRequest)(nil),            // 46: realm.v1.ResumeRunRequest
+	(*ResumeRunResponse)(nil),           // 47: realm.v1.ResumeRunResponse
+	(*DrainRunRequest)(nil),             // 48: realm.v1.DrainRunRequest
+	(*DrainRunResponse)(nil),            // 49: realm.v1.DrainRunResponse
+	(*PurgeRunRequest)(nil),             // 50: realm.v1.PurgeRunRequest
+	(*PurgeRunResponse)(nil),            // 51: realm.v1.PurgeRunResponse
+	(*ReclaimRunRequest)(nil),           // 52: realm.v1.ReclaimRunRequest
+	(*ReclaimRunResponse)(nil),          // 53: realm.v1.ReclaimRunResponse
+	(*ClaimStepRequest)(nil),            // 54: realm.v1.ClaimStepRequest
+	(*ClaimStepResponse)(nil),           // 55: realm.v1.ClaimStepResponse
+	(*ReleaseClaimRequest)(nil),         // 56: realm.v1.ReleaseClaimRequest
+	(*ReleaseClaimResponse)(nil),        // 57: realm.v1.ReleaseClaimResponse
+	(*RecordDriveFailureRequest)(nil),   // 58: realm.v1.RecordDriveFailureRequest
+	(*RecordDriveFailureResponse)(nil),  // 59: realm.v1.RecordDriveFailureResponse
+	(*SealSpawnFailureRequest)(nil),     // 60: realm.v1.SealSpawnFailureRequest
+	(*SealSpawnFailureResponse)(nil),    // 61: realm.v1.SealSpawnFailureResponse
+	(*GcRunsRequest)(nil),               // 62: realm.v1.GcRunsRequest
+	(*Residue)(nil),                     // 63: realm.v1.Residue
+	(*StaleRun)(nil),                    // 64: realm.v1.StaleRun
+	(*GcRunsResponse)(nil),              // 65: realm.v1.GcRunsResponse
+	(*ReconcileKeysRequest)(nil),        // 66: realm.v1.ReconcileKeysRequest
+	(*DuplicateKeyGroup)(nil),           // 67: realm.v1.DuplicateKeyGroup
+	(*ReconcileKeysResponse)(nil),       // 68: realm.v1.ReconcileKeysResponse
+	(*StampSealsRequest)(nil),           // 69: realm.v1.StampSealsRequest
+	(*SealFinding)(nil),                 // 70: realm.v1.SealFinding
+	(*StampSealsResponse)(nil),          // 71: realm.v1.StampSealsResponse
+	(*MigrateWorkflowsRequest)(nil),     // 72: realm.v1.MigrateWorkflowsRequest
+	(*MigrateWorkflowsResponse)(nil),    // 73: realm.v1.MigrateWorkflowsResponse
+	nil,                                 // 74: realm.v1.WorkflowSource.FilesEntry
+	(*timestamppb.Timestamp)(nil),       // 75: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 76: google.protobuf.Struct
+	(*structpb.ListValue)(nil),          // 77: google.protobuf.ListValue
+	(*Caller)(nil),                      // 78: realm.v1.Caller
+	(*Reply)(nil),                       // 79: realm.v1.Reply
+	(RunPhase)(0),                       // 80: realm.v1.RunPhase
+	(*NextAction)(nil),                  // 81: realm.v1.NextAction
+	(*ModelUsage)(nil),                  // 82: realm.v1.ModelUsage
+	(*structpb.Value)(nil),              // 83: google.protobuf.Value
+	(*DriveFailure)(nil),                // 84: realm.v1.DriveFailure
 }
 var file_realm_v1_engine_proto_depIdxs = []int32{
-	73,  // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
-	1,   // 1: realm.v1.WorkflowReport.diagnostics:type_name -> realm.v1.Diagnostic
-	0,   // 2: realm.v1.ValidateWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
-	2,   // 3: realm.v1.ValidateWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
-	0,   // 4: realm.v1.RegisterWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
-	2,   // 5: realm.v1.RegisterWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
-	74,  // 6: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
-	75,  // 7: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
-	8,   // 8: realm.v1.ListWorkflowsResponse.workflows:type_name -> realm.v1.WorkflowSummary
-	9,   // 9: realm.v1.ListWorkflowsResponse.unreadable:type_name -> realm.v1.UnreadableWorkflow
-	75,  // 10: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
-	76,  // 11: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
-	75,  // 12: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
-	77,  // 13: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
-	78,  // 14: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
-	75,  // 15: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
-	77,  // 16: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
-	78,  // 17: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
-	75,  // 18: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
-	17,  // 19: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
-	77,  // 20: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
-	75,  // 21: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
-	79,  // 22: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
-	80,  // 23: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
-	19,  // 24: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
-	20,  // 25: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
-	78,  // 26: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
-	75,  // 27: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
-	75,  // 28: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
-	22,  // 29: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
-	77,  // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
-	81,  // 31: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
-	75,  // 32: realm.v1.ExecuteStepRequest.structured_output:type_name -> google.protobuf.Struct
-	78,  // 33: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
-	77,  // 34: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
-	78,  // 35: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
-	77,  // 36: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
-	78,  // 37: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
-	82,  // 38: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
-	74,  // 39: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
-	75,  // 40: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
-	74,  // 41: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
-	79,  // 42: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
-	30,  // 43: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
-	74,  // 44: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
-	74,  // 45: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
-	75,  // 46: realm.v1.RunState.params:type_name -> google.protobuf.Struct
-	80,  // 47: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
-	75,  // 48: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
-	75,  // 49: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
-	75,  // 50: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
-	31,  // 51: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
-	78,  // 52: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
-	77,  // 53: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
-	79,  // 54: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
-	78,  // 55: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
-	22,  // 56: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
-	77,  // 57: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
-	36,  // 58: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
-	78,  // 59: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
-	79,  // 60: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
-	79,  // 61: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
-	74,  // 62: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	74,  // 63: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	74,  // 64: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
-	74,  // 65: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
-	39,  // 66: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	77,  // 67: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	78,  // 68: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	77,  // 69: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	78,  // 70: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
-	77,  // 71: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
-	78,  // 72: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
-	77,  // 73: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
-	78,  // 74: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
-	74,  // 75: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
-	77,  // 76: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
-	78,  // 77: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
-	83,  // 78: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
-	77,  // 79: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
-	77,  // 80: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
-	79,  // 81: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
-	62,  // 82: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
-	63,  // 83: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
-	66,  // 84: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
-	69,  // 85: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
-	69,  // 86: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
-	69,  // 87: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
-	69,  // 88: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
-	69,  // 89: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
-	3,   // 90: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	5,   // 91: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	7,   // 92: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	11,  // 93: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	13,  // 94: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	15,  // 95: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	18,  // 96: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	23,  // 97: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	25,  // 98: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	27,  // 99: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	29,  // 100: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	33,  // 101: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	35,  // 102: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	38,  // 103: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	41,  // 104: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	43,  // 105: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	45,  // 106: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	47,  // 107: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	49,  // 108: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	51,  // 109: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
-	53,  // 110: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
-	55,  // 111: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
-	57,  // 112: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
-	59,  // 113: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
-	61,  // 114: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
-	65,  // 115: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
-	68,  // 116: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
-	71,  // 117: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
-	4,   // 118: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	6,   // 119: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	10,  // 120: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	12,  // 121: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	14,  // 122: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	16,  // 123: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	21,  // 124: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	24,  // 125: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	26,  // 126: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	28,  // 127: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	32,  // 128: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	34,  // 129: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	37,  // 130: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	40,  // 131: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	42,  // 132: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	44,  // 133: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	46,  // 134: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	48,  // 135: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	50,  // 136: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	52,  // 137: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
-	54,  // 138: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
-	56,  // 139: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
-	58,  // 140: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
-	60,  // 141: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
-	64,  // 142: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
-	67,  // 143: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
-	70,  // 144: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
-	72,  // 145: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
-	118, // [118:146] is the sub-list for method output_type
-	90,  // [90:118] is the sub-list for method input_type
-	90,  // [90:90] is the sub-list for extension type_name
-	90,  // [90:90] is the sub-list for extension extendee
-	0,   // [0:90] is the sub-list for field type_name
+	74,  // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
+	2,   // 1: realm.v1.WorkflowReport.diagnostics:type_name -> realm.v1.Diagnostic
+	1,   // 2: realm.v1.ValidateWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
+	3,   // 3: realm.v1.ValidateWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
+	1,   // 4: realm.v1.RegisterWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
+	3,   // 5: realm.v1.RegisterWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
+	75,  // 6: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
+	76,  // 7: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
+	9,   // 8: realm.v1.ListWorkflowsResponse.workflows:type_name -> realm.v1.WorkflowSummary
+	10,  // 9: realm.v1.ListWorkflowsResponse.unreadable:type_name -> realm.v1.UnreadableWorkflow
+	76,  // 10: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
+	77,  // 11: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
+	76,  // 12: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
+	78,  // 13: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
+	79,  // 14: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
+	76,  // 15: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
+	78,  // 16: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
+	79,  // 17: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
+	76,  // 18: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
+	18,  // 19: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
+	78,  // 20: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
+	76,  // 21: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
+	80,  // 22: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
+	81,  // 23: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
+	20,  // 24: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
+	21,  // 25: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
+	79,  // 26: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
+	76,  // 27: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
+	76,  // 28: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
+	23,  // 29: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
+	78,  // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
+	82,  // 31: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
+	76,  // 32: realm.v1.ExecuteStepRequest.structured_output:type_name -> google.protobuf.Struct
+	79,  // 33: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
+	78,  // 34: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
+	79,  // 35: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
+	78,  // 36: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
+	79,  // 37: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
+	83,  // 38: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
+	75,  // 39: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
+	76,  // 40: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
+	75,  // 41: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
+	80,  // 42: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
+	31,  // 43: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
+	75,  // 44: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
+	75,  // 45: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 46: realm.v1.RunState.params:type_name -> google.protobuf.Struct
+	81,  // 47: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
+	76,  // 48: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
+	76,  // 49: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
+	76,  // 50: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
+	32,  // 51: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
+	79,  // 52: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
+	78,  // 53: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 54: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
+	79,  // 55: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
+	23,  // 56: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
+	78,  // 57: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
+	37,  // 58: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
+	79,  // 59: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
+	80,  // 60: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
+	80,  // 61: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
+	75,  // 62: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	75,  // 63: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	75,  // 64: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	75,  // 65: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	40,  // 66: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
+	78,  // 67: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	79,  // 68: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	78,  // 69: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	79,  // 70: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	0,   // 71: realm.v1.PurgeRunResponse.refusal:type_name -> realm.v1.PurgeRefusal
+	78,  // 72: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
+	79,  // 73: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
+	78,  // 74: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
+	79,  // 75: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
+	75,  // 76: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
+	78,  // 77: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
+	79,  // 78: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
+	84,  // 79: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
+	78,  // 80: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
+	78,  // 81: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
+	80,  // 82: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
+	63,  // 83: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
+	64,  // 84: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
+	67,  // 85: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
+	70,  // 86: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
+	70,  // 87: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
+	70,  // 88: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
+	70,  // 89: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
+	70,  // 90: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
+	4,   // 91: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	6,   // 92: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	8,   // 93: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	12,  // 94: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	14,  // 95: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	16,  // 96: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	19,  // 97: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	24,  // 98: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	26,  // 99: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	28,  // 100: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	30,  // 101: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	34,  // 102: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	36,  // 103: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	39,  // 104: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	42,  // 105: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	44,  // 106: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	46,  // 107: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	48,  // 108: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	50,  // 109: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	52,  // 110: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
+	54,  // 111: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
+	56,  // 112: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
+	58,  // 113: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
+	60,  // 114: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
+	62,  // 115: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
+	66,  // 116: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
+	69,  // 117: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
+	72,  // 118: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
+	5,   // 119: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	7,   // 120: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	11,  // 121: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	13,  // 122: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	15,  // 123: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	17,  // 124: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	22,  // 125: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	25,  // 126: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	27,  // 127: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	29,  // 128: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	33,  // 129: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	35,  // 130: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	38,  // 131: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	41,  // 132: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	43,  // 133: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	45,  // 134: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	47,  // 135: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	49,  // 136: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	51,  // 137: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	53,  // 138: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
+	55,  // 139: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
+	57,  // 140: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
+	59,  // 141: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
+	61,  // 142: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
+	65,  // 143: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
+	68,  // 144: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
+	71,  // 145: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
+	73,  // 146: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
+	119, // [119:147] is the sub-list for method output_type
+	91,  // [91:119] is the sub-list for method input_type
+	91,  // [91:91] is the sub-list for extension type_name
+	91,  // [91:91] is the sub-list for extension extendee
+	0,   // [0:91] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
@@ -5785,13 +5866,14 @@ func file_realm_v1_engine_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_realm_v1_engine_proto_rawDesc), len(file_realm_v1_engine_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_realm_v1_engine_proto_goTypes,
 		DependencyIndexes: file_realm_v1_engine_proto_depIdxs,
+		EnumInfos:         file_realm_v1_engine_proto_enumTypes,
 		MessageInfos:      file_realm_v1_engine_proto_msgTypes,
 	}.Build()
 	File_realm_v1_engine_proto = out.File

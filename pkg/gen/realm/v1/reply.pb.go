@@ -463,6 +463,9 @@ type NextAction struct {
 	Prompt        *string         `protobuf:"bytes,3,opt,name=prompt,proto3,oneof" json:"prompt,omitempty"`
 	HumanReadable string          `protobuf:"bytes,4,opt,name=human_readable,json=humanReadable,proto3" json:"human_readable,omitempty"`
 	Orientation   string          `protobuf:"bytes,5,opt,name=orientation,proto3" json:"orientation,omitempty"`
+	// owed_steps are the steps an advance_run entry would run, in the
+	// workflow's order (the list orientation names in words).
+	OwedSteps     []string `protobuf:"bytes,6,rep,name=owed_steps,json=owedSteps,proto3" json:"owed_steps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -530,6 +533,13 @@ func (x *NextAction) GetOrientation() string {
 		return x.Orientation
 	}
 	return ""
+}
+
+func (x *NextAction) GetOwedSteps() []string {
+	if x != nil {
+		return x.OwedSteps
+	}
+	return nil
 }
 
 // BlockedReason accompanies status blocked.
@@ -1345,14 +1355,16 @@ const file_realm_v1_reply_proto_rawDesc = "" +
 	"\vInstruction\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12/\n" +
 	"\x06params\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x06params\x124\n" +
-	"\tcall_with\x18\x03 \x01(\v2\x17.google.protobuf.StructR\bcallWith\"\xf1\x01\n" +
+	"\tcall_with\x18\x03 \x01(\v2\x17.google.protobuf.StructR\bcallWith\"\x90\x02\n" +
 	"\n" +
 	"NextAction\x127\n" +
 	"\vinstruction\x18\x01 \x01(\v2\x15.realm.v1.InstructionR\vinstruction\x129\n" +
 	"\finput_schema\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\vinputSchema\x12\x1b\n" +
 	"\x06prompt\x18\x03 \x01(\tH\x00R\x06prompt\x88\x01\x01\x12%\n" +
 	"\x0ehuman_readable\x18\x04 \x01(\tR\rhumanReadable\x12 \n" +
-	"\vorientation\x18\x05 \x01(\tR\vorientationB\t\n" +
+	"\vorientation\x18\x05 \x01(\tR\vorientation\x12\x1d\n" +
+	"\n" +
+	"owed_steps\x18\x06 \x03(\tR\towedStepsB\t\n" +
 	"\a_prompt\"V\n" +
 	"\rBlockedReason\x12%\n" +
 	"\x0eeligible_steps\x18\x01 \x03(\tR\religibleSteps\x12\x1e\n" +

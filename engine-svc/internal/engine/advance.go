@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/pkg/errcode"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+// AdvanceRun runs the guards and auto steps a run owes.
+func (e *Engine) AdvanceRun(ctx context.Context, req *realmv1.AdvanceRunRequest) (*realmv1.Reply, error) {
+	const command = "advance_run"
+	var warnings []string
+	for _, a := range req.GetUnknownArguments() {
+		warnings = append(warnings, fmt.Sprintf("advance_run: unknown argument '%s' was ignored.", a))
+	}
+	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
+		t.warnings = append(t.warnings[:0], warnings...)
+		t.caller = req.GetCaller()
+		if t.def == nil || t.run.Terminal() {
+			return nil
+		}
+		via := "advance_run"
+		if req.GetCaller().GetChannel() == realmv1.Channel_CHANNEL_RUN {
+			via = "advance" // the CLI's word for the act
+		}
+		if req.GetExpiryTimer() {
+			// The attending process's timer is a door for the expiry
+			// only: with no question's time up it does nothing else.
+			via = "timer"
+			if _, _, due := t.expiredGate(); !due {
+				return nil
+			}
+		}
+		t.expired = t.enactExpiry(via)
+		t.advance(advanceOpts{decideGuards: true, chain: true})
+		return nil
+	})
+	if reply, ok := readFailure(command, req.GetRunId(), err); ok {
+		return reply, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := e.drive(ctx, t); err != nil {
+		return nil, err
+	}
+	r, err := t.advanceReply(command, req)
+	return t.finish(r), err
+}
+
+func (t *txn) advanceReply(command string, req *realmv1.AdvanceRunRequest) (*realmv1.Reply, error) {
+	var r *realmv1.Reply
+	switch {
+	case t.failed != nil || t.abortedBy != "":
+		r = t.outcomeReply(command)
+	case t.openedGate != "":
+		r = t.gateReply(command)
+	case t.gateErr != nil:
+		r = t.gateMessageReply(command, t.gateErr)
+	default:
+		r = t.envelope(command)
+	}
+	r.ContinuedBy = &realmv1.Holder{AbsentCause: "driver_not_recorded"}
+	if c := req.GetCaller(); c.GetBy() != "" {
+		r.ContinuedBy = &realmv1.Holder{By: ptr(c.GetBy()), BySource: c.GetBySource(), Channel: channelName(c.GetChannel())}
+	}
+	if t.def == nil {
+		t.refuse(r, errcode.StateWorkflowNotFound, t.defErr.Error())
+		return r, nil
+	}
+	if t.openedGate != "" || t.gateErr != nil || t.failed != nil || t.abortedBy != "" {
+		return r, nil
+	}
+	v := t.view()
+	r.NextActions = t.nextActions(v)
+	switch {
+	case !t.dirty && t.run.Terminal():
+		r.ContextHint = fmt.Sprintf("Run '%s' is already terminal (%s); nothing ran.", t.run.ID, t.run.Phase())
+		if tail := t.terminalTail(); tail != "" {
+			r.ContextHint += " " + tail
+		}
+	case t.expired != nil && !t.hasChained:
+		r.ContextHint = t.expiryHint(v)
+		if t.endedBy != nil {
+			// The guard the expiry decided is told in the expiry's line.
+			for i, w := range r.Warnings {
+				if w == t.expiryLine {
+					r.Warnings[i] = w + " " + t.guardSentence()
+				}
+			}
+			r.Guards, r.EndedBy = nil, nil
+			return r, nil
+		}
+	case t.endedBy != nil:
+		r.ContextHint = t.guardSentence()
+	case len(t.blocked) > 0 && !t.hasChained:
+		s := t.blocked[0]
+		r.Status = realmv1.ReplyStatus_REPLY_STATUS_ERROR
+		r.ErrorCode = string(errcode.EngineHandlerNotRegistered)
+		r.Errors = []string{fmt.Sprintf("Step '%s' is blocked: its handler '%s' is not registered in this runner.", s.Name, s.Handler)}
+		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_WAIT_FOR_HUMAN
+		r.StoppedStep = s.Name
+		r.ContextHint = fmt.Sprintf("Run '%s': nothing ran. %s", t.run.ID, t.afterHint(v))
+	case !t.hasChained && t.run.PendingGate != nil:
+		g := t.run.PendingGate
+		waits := ""
+		var deps []string
+		for _, child := range t.def.parents[g.StepName] {
+			if t.run.StateOf(child) == record.StatePending {
+				deps = append(deps, child)
+			}
+		}
+		switch len(deps) {
+		case 0:
+		case 1:
+			waits = fmt.Sprintf("; '%s' waits for its answer", deps[0])
+		default:
+			waits = fmt.Sprintf("; %s wait for its answer", quoteNames(deps))
+		}
+		r.ContextHint = fmt.Sprintf("Run '%s': nothing ran. Waiting on the question on step '%s' (choices: %s) — answer it with submit_human_response%s.", t.run.ID, g.StepName, joinComma(g.Choices), waits)
+	case !t.hasChained:
+		r.ContextHint = fmt.Sprintf("Run '%s': nothing ran. %s", t.run.ID, t.afterHint(v))
+	default:
+		last := t.chained[len(t.chained)-1].step
+		r.ContextHint = fmt.Sprintf("Step '%s' completed. %s", last, t.afterHint(v))
+	}
+	// From advance_run, guards lists only a guard that ended the run.
+	if t.endedBy == nil {
+		r.Guards = nil
+	}
+	return r, nil
+}

@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/realm-go/realm/pkg/workflow"
+)
+
+// check names what refused a ready step before its claim (spec §5.1/§6.5).
+type check string
+
+const (
+	checkCapability   check = "capability"
+	checkTrust        check = "trust"
+	checkPrecondition check = "precondition"
+	checkInputSchema  check = "input_schema"
+)
+
+// cannotRun is a ready step refused before its claim. The engine branches
+// on its fields; sentence renders the seed's words once.
+type cannotRun struct {
+	step  *workflow.Step
+	check check
+	// why is the reason as get_run_state's refusal and inspect show it:
+	// the sentence's tail without its final full stop.
+	why string
+}
+
+// basis is what a refusal was judged on: a capability by this engine's
+// registry; the other checks by the record, which needs no basis.
+func (c *cannotRun) basis() string {
+	if c.check == checkCapability {
+		return "registry"
+	}
+	return ""
+}
+
+// sentence is the refusal as replies and hints write it.
+func (c *cannotRun) sentence() string {
+	if c.check == checkCapability {
+		return fmt.Sprintf("'%s' cannot run here (capability): %s — load the missing extension, or run the step on a runner that has it.", c.step.Name, c.why)
+	}
+	return fmt.Sprintf("'%s' cannot run (%s): %s.", c.step.Name, c.check, c.why)
+}
+
+// uncallableKind is why a step cannot be called now.
+type uncallableKind int
+
+const (
+	callCompleted     uncallableKind = iota // it has already completed
+	callFailed                              // it has already failed
+	callSkipped                             // it has already been skipped
+	callQuestionOpen                        // its own question is open
+	callInFlight                            // another call holds its claim
+	callGuard                               // a guard is never called
+	callFinalizer                           // a finalizer is never called
+	callWaitsQuestion                       // another step's question is open
+	callWaiting                             // its dependencies have not settled
+	callClaimGone                           // the claim_token given is no longer its claim
+	callRunEnded                            // the run has ended (claim_step)
+	callNotInWorkflow                       // no such step (claim_step)
+	callNotAgent                            // only an agent step is claimed (claim_step)
+)
+
+// uncallable says why a step cannot be called now, with what its clause
+// names.
+type uncallable struct {
+	kind uncallableKind
+	// choices and gateStep are the open question's (callQuestionOpen,
+	// callWaitsQuestion).
+	choices  []string
+	gateStep string
+	// open are the unsettled dependencies (callWaiting).
+	open []*workflow.Step
+	// runID, phase, step and workflowID name what claim_step's refusals
+	// are about.
+	runID, phase, step, workflowID string
+}
+
+// predicate is the clause without its subject, for the kinds whose clause
+// is "it <predicate>"; ok is false for the others.
+func (u *uncallable) predicate() (string, bool) {
+	switch u.kind {
+	case callCompleted:
+		return "has already completed", true
+	case callFailed:
+		return "has already failed", true
+	case callSkipped:
+		return "has already been skipped", true
+	case callInFlight:
+		return "is in flight (claimed by another call)", true
+	case callGuard:
+		return "is a guard step, which the engine decides inside the write that makes it ready; it is never called", true
+	case callFinalizer:
+		return "is a cleanup step, which the engine runs after the run ends; it is never called", true
+	case callWaitsQuestion:
+		return fmt.Sprintf("waits on the question on step '%s' (choices: %s) — answer it with submit_human_response", u.gateStep, joinComma(u.choices)), true
+	}
+	return "", false
+}
+
+// clause is the reason as blocked replies write it, after "Step '<s>'
+// cannot be called now: ".
+func (u *uncallable) clause() string {
+	if p, ok := u.predicate(); ok {
+		return "it " + p
+	}
+	switch u.kind {
+	case callQuestionOpen:
+		return fmt.Sprintf("its question is open (choices: %s) — answer it with submit_human_response", joinComma(u.choices))
+	case callWaiting:
+		return "its dependencies are not settled: " + names(u.open)
+	case callClaimGone:
+		return "the claim this call held on it was removed by another process (its claim_token is no longer the step's claim)"
+	case callRunEnded:
+		return fmt.Sprintf("run '%s' is already terminal (%s)", u.runID, u.phase)
+	case callNotInWorkflow:
+		return fmt.Sprintf("step '%s' is not in workflow '%s'", u.step, u.workflowID)
+	case callNotAgent:
+		return "only an agent step is claimed without being done; the engine runs this one"
+	}
+	return ""
+}
+
+// afterStep is the reason as append_trace writes it, after "Step '<s>' ":
+// the predicate where the clause has the subject "it", else the clause.
+func (u *uncallable) afterStep() string {
+	if p, ok := u.predicate(); ok {
+		return p
+	}
+	return u.clause()
+}

@@ -1,0 +1,328 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/engine-svc/internal/store"
+	"github.com/realm-go/realm/pkg/errcode"
+)
+
+// The write path: every change to a run is decided on a transaction begun
+// from one snapshot (begin), and written by commit as one compare-and-set
+// of everything pending. update is the loop around them; read begins a
+// transaction that is never committed.
+
+// maxWriteAttempts bounds how often one act retries after losing a race.
+const maxWriteAttempts = 16
+
+// errRunNotFound is returned by update when the run does not exist.
+var errRunNotFound = errors.New("run not found")
+
+// errWorkflowMissing wraps a definition that cannot be read.
+type errWorkflowMissing struct{ id string }
+
+func (e *errWorkflowMissing) Error() string {
+	return fmt.Sprintf("Workflow not found: %s", e.id)
+}
+
+// update is the single write path. fn reads and changes t; when it marked
+// the transaction written, the change is committed with one compare-and-set
+// on run_version. On a conflict the run is reloaded and fn runs again.
+func (e *Engine) update(ctx context.Context, runID string, fn func(t *txn) error) (*txn, error) {
+	fresh := false
+	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
+		// A decision that writes nothing (a refusal, "nothing to do") has
+		// no compare-and-set to catch a cached copy another replica has
+		// overtaken, so it is made again on the store's copy.
+		snap, cached, err := e.snapshot(ctx, runID, fresh)
+		if err != nil {
+			return nil, err
+		}
+		t, err := e.begin(ctx, snap)
+		if err != nil {
+			return nil, err
+		}
+		if err := fn(t); err != nil {
+			if cached {
+				fresh = true
+				continue
+			}
+			return t, err
+		}
+		if !t.dirty {
+			if cached {
+				fresh = true
+				continue
+			}
+			return t, nil
+		}
+		err = e.commit(ctx, t)
+		if store.IsConflict(err) {
+			fresh = true
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	return nil, errcode.Newf(errcode.StateSnapshotMismatch,
+		"Run '%s' kept changing under this call (%d attempts); call get_run_state and try again.", runID, maxWriteAttempts)
+}
+
+// read loads a run for a reader (never from the cache: a reader must see
+// what other replicas wrote).
+func (e *Engine) read(ctx context.Context, runID string) (*txn, error) {
+	snap, _, err := e.snapshot(ctx, runID, true)
+	if err != nil {
+		return nil, err
+	}
+	return e.begin(ctx, snap)
+}
+
+// snapshot returns the run, from the cache unless fresh, and whether it
+// came from the cache.
+func (e *Engine) snapshot(ctx context.Context, runID string, fresh bool) (*decoded, bool, error) {
+	if !fresh {
+		if d := e.runs.get(runID); d != nil {
+			return d, true, nil
+		}
+	}
+	s, err := e.st.LoadRun(ctx, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, errRunNotFound
+	}
+	if err != nil {
+		return nil, false, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
+	}
+	d, err := decode(s)
+	if err != nil {
+		return nil, false, err
+	}
+	e.runs.put(runID, d)
+	return d, false, nil
+}
+
+// decoded is a snapshot decoded once: the cache hands out clones of it.
+type decoded struct {
+	snap    *store.Snapshot
+	run     *record.Run
+	outputs map[string]any
+	traces  map[string][]byte // buffered trace entries by step (raw JSON)
+	// attempts is the stored refused-answers list (raw JSON), nil if none.
+	attempts []byte
+}
+
+func decode(snap *store.Snapshot) (*decoded, error) {
+	var r record.Run
+	if err := json.Unmarshal(snap.Doc, &r); err != nil {
+		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
+	}
+	r.Version = snap.Version
+	r.Normalize()
+	outputs := make(map[string]any, len(snap.Outputs))
+	traces := map[string][]byte{}
+	var attempts []byte
+	for step, raw := range snap.Outputs {
+		if step == attemptsField {
+			attempts = raw
+			continue
+		}
+		if name, ok := strings.CutPrefix(step, traceField); ok {
+			traces[name] = raw
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
+		}
+		outputs[step] = v
+	}
+	return &decoded{snap: snap, run: &r, outputs: outputs, traces: traces, attempts: attempts}, nil
+}
+
+// begin starts a transaction on a decoded snapshot. The run is cloned and
+// the outputs map copied, so the cached copy is never changed; recorded
+// outputs themselves are never changed in place.
+func (e *Engine) begin(ctx context.Context, d *decoded) (*txn, error) {
+	t := &txn{e: e, snap: snap{run: d.run.Clone(), outputs: maps.Clone(d.outputs), traces: maps.Clone(d.traces), now: e.now(), base: d.snap, wasTerminal: d.run.Terminal(), attempts: d.attempts}}
+	def, err := e.definition(ctx, t.run.WorkflowID)
+	if err != nil {
+		var missing *errWorkflowMissing
+		if !errors.As(err, &missing) {
+			return nil, err
+		}
+		t.defErr = err
+	} else {
+		t.def = def
+	}
+	t.caps = e.readCapabilities(ctx, t.def, t.run)
+	return t, nil
+}
+
+// commit writes a transaction: the one place a run change reaches the store.
+func (e *Engine) commit(ctx context.Context, t *txn) error {
+	change, next, err := t.change()
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	err = e.st.CommitRun(ctx, change)
+	if err != nil {
+		if store.IsConflict(err) {
+			e.m.write("conflict", time.Since(began))
+			e.runs.drop(t.run.ID)
+			return err
+		}
+		e.m.write("error", time.Since(began))
+		return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to write run to store: "+err.Error())
+	}
+	e.m.write("ok", time.Since(began))
+	e.m.committed(t)
+	e.logCommit(ctx, t, next.Version)
+	e.runs.put(t.run.ID, &decoded{snap: next, run: t.run.Clone(), outputs: maps.Clone(t.outputs), traces: maps.Clone(t.traces), attempts: t.attempts})
+	return nil
+}
+
+// change turns the transaction into the store's atomic change, and the
+// snapshot the cache will hold if it commits.
+func (t *txn) change() (*store.Change, *store.Snapshot, error) {
+	r := t.run
+	expect := t.base.Version
+	if t.create {
+		expect = -1
+		r.Version = 0
+	} else {
+		r.Version = t.base.Version + 1
+	}
+	if !t.keepUpdatedAt {
+		r.UpdatedAt = record.FormatTime(t.now)
+	}
+	if !t.maint {
+		t.stampLedger() // a run sealed by this write owes its finalizers
+	}
+	r.RunPhase = r.Phase()
+	t.index = append(t.index, t.timerIndexes()...)
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode run: "+err.Error())
+	}
+	c := &store.Change{
+		RunID:         r.ID,
+		ExpectVersion: expect,
+		NewVersion:    r.Version,
+		Doc:           doc,
+		Index:         t.index,
+		IdemKey:       t.idemKey,
+		IdemExpect:    t.idemExpect,
+	}
+	next := &store.Snapshot{
+		Version:     r.Version,
+		Doc:         doc,
+		Outputs:     make(map[string][]byte, len(t.base.Outputs)+len(t.newOutputs)),
+		EvidenceLen: t.base.EvidenceLen + int64(len(t.evidence)),
+	}
+	for k, v := range t.base.Outputs {
+		next.Outputs[k] = v
+	}
+	if len(t.newOutputs) > 0 {
+		c.Outputs = make(map[string][]byte, len(t.newOutputs))
+		for step, v := range t.newOutputs {
+			b, err := t.encodeJSON(v)
+			if err != nil {
+				return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode output: "+err.Error())
+			}
+			c.Outputs[step] = b
+			next.Outputs[step] = b
+		}
+	}
+	for step, b := range t.newTraces {
+		if c.Outputs == nil {
+			c.Outputs = map[string][]byte{}
+		}
+		c.Outputs[traceField+step] = b // nil deletes the buffer
+		if b == nil {
+			delete(next.Outputs, traceField+step)
+		} else {
+			next.Outputs[traceField+step] = b
+		}
+	}
+	if t.attemptsDirty {
+		if c.Outputs == nil {
+			c.Outputs = map[string][]byte{}
+		}
+		c.Outputs[attemptsField] = t.attempts
+		next.Outputs[attemptsField] = t.attempts
+	}
+	for _, e := range t.evidence {
+		b, err := t.encodeEntry(e)
+		if err != nil {
+			return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode evidence: "+err.Error())
+		}
+		c.Evidence = append(c.Evidence, b)
+	}
+	return c, next, nil
+}
+
+// entry starts an evidence entry stamped with the transaction's time.
+func (t *txn) entry(step, status string) *record.Entry {
+	ts := record.FormatTime(t.now)
+	return &record.Entry{StepID: step, Status: status, StartedAt: ts, CompletedAt: ts}
+}
+
+// indexOp adds a run to a bucket index, scored by a time.
+func indexOp(index, member string, at time.Time) store.IndexOp {
+	return store.IndexOp{Index: index, Member: member, Score: float64(at.UnixMilli())}
+}
+
+// indexRemove removes a run from a bucket index.
+func indexRemove(index, member string) store.IndexOp {
+	return store.IndexOp{Index: index, Member: member, Remove: true}
+}
+
+// timerIndexes are the bucket indexes that find runs needing attention
+// without loading every run (store.IndexClaims and the rest), set from the
+// run as this write leaves it, in the same atomic script.
+func (t *txn) timerIndexes() []store.IndexOp {
+	r, id := t.run, t.run.ID
+	set := func(index string, score float64, on bool) store.IndexOp {
+		if !on {
+			return store.IndexOp{Index: index, Member: id, Remove: true}
+		}
+		return store.IndexOp{Index: index, Member: id, Score: score}
+	}
+	open := !r.Terminal()
+	claim, hasClaim := 0.0, false
+	for _, s := range r.InProgressSteps {
+		if r.PendingGate != nil && s == r.PendingGate.StepName {
+			continue // an open question's claim is never stale
+		}
+		c := r.Claims[s]
+		score := 0.0
+		if c != nil && c.Deadline != nil {
+			score = float64(record.ParseTime(*c.Deadline).UnixMilli())
+		}
+		if !hasClaim || score < claim {
+			claim = score
+		}
+		hasClaim = true
+	}
+	expiry, hasExpiry := 0.0, false
+	if g := r.PendingGate; g != nil && g.ExpiresAt != "" && open {
+		expiry, hasExpiry = float64(record.ParseTime(g.ExpiresAt).UnixMilli()), true
+	}
+	return []store.IndexOp{
+		set(store.IndexClaims, claim, open && hasClaim),
+		set(store.IndexExpiries, expiry, hasExpiry),
+		set(store.IndexActivity, float64(t.now.UnixMilli()), open),
+		set(store.IndexFinalizers, 0, !open && len(pendingFinalizers(r)) > 0),
+		set(store.IndexBlocked, 0, open && len(r.CapabilityBlocks) > 0),
+	}
+}
