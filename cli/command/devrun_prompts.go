@@ -324,7 +324,7 @@ func (d *devRun) gateClosed(g *realmv1.PendingGate, mayEnact bool) (closed strin
 func (d *devRun) timerLines(g *realmv1.PendingGate, enacted *realmv1.Reply) {
 	timer := enacted.GetExpiryEnactedVia() == "timer"
 	for _, w := range enacted.GetWarnings() {
-		if timer && strings.Contains(w, "gate '"+g.GetGateId()+"'") && strings.Contains(w, "had expired") {
+		if timer && w == enacted.GetExpiryWarning() {
 			continue // the ⏰ line below says it in the dev mode's words
 		}
 		fmt.Fprintln(d.out, "⚠ "+w)

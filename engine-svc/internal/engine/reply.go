@@ -327,6 +327,9 @@ func (t *txn) envelope(command string) *realmv1.Reply {
 	}
 	if t.expired != nil {
 		r.ExpiryEnactedVia = &t.expired.via
+		if t.expiryLine != "" {
+			r.ExpiryWarning = ptr(t.expiryLine)
+		}
 	}
 	if t.hasChained {
 		r.ChainedAutoSteps = t.chainedReply(t.run)

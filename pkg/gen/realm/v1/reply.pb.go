@@ -987,8 +987,12 @@ type Reply struct {
 	// execute_step, sweeper). Not part of the MCP reply; clients such as
 	// `realm workflow run` read it instead of the warnings' words.
 	ExpiryEnactedVia *string `protobuf:"bytes,34,opt,name=expiry_enacted_via,json=expiryEnactedVia,proto3,oneof" json:"expiry_enacted_via,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// expiry_warning is, word for word, the entry of warnings that says this
+	// call carried out an expiry, so a client that says it in its own words
+	// leaves out that entry by equality, never by matching its text.
+	ExpiryWarning *string `protobuf:"bytes,35,opt,name=expiry_warning,json=expiryWarning,proto3,oneof" json:"expiry_warning,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Reply) Reset() {
@@ -1259,6 +1263,13 @@ func (x *Reply) GetExpiryEnactedVia() string {
 	return ""
 }
 
+func (x *Reply) GetExpiryWarning() string {
+	if x != nil && x.ExpiryWarning != nil {
+		return *x.ExpiryWarning
+	}
+	return ""
+}
+
 // ErrorDetail travels in gRPC status details: the catalogue code of a
 // failure that is not an ordinary reply (a bad request, a store outage).
 type ErrorDetail struct {
@@ -1403,7 +1414,7 @@ const file_realm_v1_reply_proto_rawDesc = "" +
 	"\tGateClaim\x12\x14\n" +
 	"\x05proof\x18\x01 \x01(\tR\x05proof\x12\x14\n" +
 	"\x05cause\x18\x02 \x01(\tR\x05cause\x12-\n" +
-	"\topened_by\x18\x03 \x01(\v2\x10.realm.v1.HolderR\bopenedBy\"\x93\r\n" +
+	"\topened_by\x18\x03 \x01(\v2\x10.realm.v1.HolderR\bopenedBy\"\xd2\r\n" +
 	"\x05Reply\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12$\n" +
@@ -1444,7 +1455,8 @@ const file_realm_v1_reply_proto_rawDesc = "" +
 	"\vdiagnostics\x18\x1f \x03(\tR\vdiagnostics\x12'\n" +
 	"\x0fhas_diagnostics\x18  \x01(\bR\x0ehasDiagnostics\x123\n" +
 	"\fcontinued_by\x18! \x01(\v2\x10.realm.v1.HolderR\vcontinuedBy\x121\n" +
-	"\x12expiry_enacted_via\x18\" \x01(\tH\bR\x10expiryEnactedVia\x88\x01\x01B\x0e\n" +
+	"\x12expiry_enacted_via\x18\" \x01(\tH\bR\x10expiryEnactedVia\x88\x01\x01\x12*\n" +
+	"\x0eexpiry_warning\x18# \x01(\tH\tR\rexpiryWarning\x88\x01\x01B\x0e\n" +
 	"\f_run_versionB\x0e\n" +
 	"\f_retry_afterB\n" +
 	"\n" +
@@ -1454,7 +1466,8 @@ const file_realm_v1_reply_proto_rawDesc = "" +
 	"\x12_adopted_anonymousB\x14\n" +
 	"\x12_preserved_foreignB\x15\n" +
 	"\x13_settled_by_defaultB\x15\n" +
-	"\x13_expiry_enacted_via\"\xc8\x01\n" +
+	"\x13_expiry_enacted_viaB\x11\n" +
+	"\x0f_expiry_warning\"\xc8\x01\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
 	"\bcategory\x18\x02 \x01(\tR\bcategory\x128\n" +
