@@ -5,7 +5,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"strings"
+
+	"github.com/realm-go/realm/pkg/dotenv"
 )
 
 // LoadDotEnv adds the KEY=value lines of ./.env (or of $DOTENV_CONFIG_PATH)
@@ -26,7 +27,7 @@ func LoadDotEnv() error {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		key, val, ok := parseDotEnvLine(sc.Text())
+		key, val, ok := dotenv.ParseLine(sc.Text())
 		if !ok {
 			continue
 		}
@@ -35,25 +36,4 @@ func LoadDotEnv() error {
 		}
 	}
 	return sc.Err()
-}
-
-// parseDotEnvLine reads one `KEY=value` line: blank lines and # comments
-// are skipped, `export ` is allowed, and one pair of matching quotes
-// around the value is removed.
-func parseDotEnvLine(line string) (key, val string, ok bool) {
-	line = strings.TrimSpace(line)
-	if line == "" || strings.HasPrefix(line, "#") {
-		return "", "", false
-	}
-	line = strings.TrimPrefix(line, "export ")
-	key, val, found := strings.Cut(line, "=")
-	key = strings.TrimSpace(key)
-	if !found || key == "" || strings.ContainsAny(key, " \t") {
-		return "", "", false
-	}
-	val = strings.TrimSpace(val)
-	if len(val) >= 2 && (val[0] == '"' || val[0] == '\'') && val[len(val)-1] == val[0] {
-		val = val[1 : len(val)-1]
-	}
-	return key, val, true
 }

@@ -59,30 +59,6 @@ func TestLocalTimeIsEnUSInTheGivenZone(t *testing.T) {
 	}
 }
 
-func TestParseDotEnvLine(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		line, key, val string
-		ok             bool
-	}{
-		{"A=1", "A", "1", true},
-		{"export B = two words ", "B", "two words", true},
-		{`C="quoted # not a comment"`, "C", "quoted # not a comment", true},
-		{"D='single'", "D", "single", true},
-		{"E=", "E", "", true},
-		{"# comment", "", "", false},
-		{"   ", "", "", false},
-		{"no equals", "", "", false},
-		{"=value", "", "", false},
-	}
-	for _, tt := range tests {
-		k, v, ok := parseDotEnvLine(tt.line)
-		if k != tt.key || v != tt.val || ok != tt.ok {
-			t.Errorf("parseDotEnvLine(%q) = %q, %q, %v; want %q, %q, %v", tt.line, k, v, ok, tt.key, tt.val, tt.ok)
-		}
-	}
-}
-
 // Not parallel: it changes the process environment.
 func TestLoadDotEnvNeverOverridesTheEnvironment(t *testing.T) {
 	path := t.TempDir() + "/custom.env"

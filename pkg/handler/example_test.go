@@ -105,3 +105,52 @@ func ExampleCompareStrings() {
 	// true true
 	// false false
 }
+
+// Typed decodes the step's params into a struct; params that do not fit
+// fail the step with VALIDATION_INPUT_SCHEMA, naming the field, and the
+// function is not called.
+func ExampleTyped() {
+	type refund struct {
+		Order  string  `json:"order"`
+		Amount float64 `json:"amount"`
+	}
+	approve := handler.Typed(func(_ context.Context, in refund, _ handler.StepContext) (map[string]any, error) {
+		return map[string]any{"order": in.Order, "approved": in.Amount <= 100}, nil
+	})
+
+	r, err := approve.Execute(context.Background(), handler.Inputs{Params: map[string]any{"order": "A-17", "amount": 40.0}}, handler.StepContext{})
+	fmt.Println(r.Data, err)
+
+	_, err = approve.Execute(context.Background(), handler.Inputs{Params: map[string]any{"amount": "forty"}}, handler.StepContext{})
+	var werr *handler.WorkflowError
+	if errors.As(err, &werr) {
+		fmt.Println(werr.Code, werr.Details["field"], "—", werr.Message)
+	}
+	// Output:
+	// map[approved:true order:A-17] <nil>
+	// VALIDATION_INPUT_SCHEMA params.amount — params.amount must be a number, got string
+}
+
+// TypedConfig decodes the step's config block too; returning a Result
+// keeps Warn and AbortRun at hand.
+func ExampleTypedConfig() {
+	type in struct {
+		Quantity int `json:"quantity"`
+	}
+	type config struct {
+		UnitPrice float64 `json:"unit_price"`
+		Limit     float64 `json:"limit"`
+	}
+	total := handler.TypedConfig(func(_ context.Context, in in, c config, _ handler.StepContext) (handler.Result, error) {
+		t := float64(in.Quantity) * c.UnitPrice
+		if t > c.Limit {
+			return handler.Warn(map[string]any{"total": t}, "over the limit: priced by hand"), nil
+		}
+		return handler.Data(map[string]any{"total": t}), nil
+	})
+	r, _ := total.Execute(context.Background(),
+		handler.Inputs{Params: map[string]any{"quantity": 100.0}},
+		handler.StepContext{Config: map[string]any{"unit_price": 12.5, "limit": 1000.0}})
+	fmt.Println(r.Data, r.Warn)
+	// Output: map[total:1250] over the limit: priced by hand
+}

@@ -11,14 +11,30 @@
 //	Empty()                          completes   goes on      {}
 //	Warn(v, msg)                     completes   goes on      v; msg kept as the step's warn
 //	AbortRun(msg)                    skipped     aborted      {"aborted":true,"abort_message":msg}
-//	Result{} (nothing)               fails       failed       {}
+//	Result{} (the zero value)        completes   goes on      {}
 //	a plain error                    fails       failed       (ENGINE_HANDLER_FAILED, never retried)
 //	a *WorkflowError                 fails       failed       (its own code; retried when Retryable
 //	                                                           and the step has a retry block)
 //
-// The zero Result is "returned nothing", the counterpart of a JavaScript
-// handler returning undefined: it fails the step. Return Empty() to complete
-// with an empty output.
+// The zero Result completes the step with the output {}, as Empty() does: a
+// Go handler that returns Result{} with a nil error has succeeded, so it
+// cannot fail a step by accident. (A JavaScript handler that returns
+// undefined still fails its step; Go has no such value to return.) A
+// failure is always an error: a plain one, or a *WorkflowError with its
+// code.
+//
+// Typed and TypedConfig decode the step's params and config into structs,
+// so a handler reads fields instead of asserting map values:
+//
+//	type order struct {
+//		Quantity int `json:"quantity"`
+//	}
+//	type price struct {
+//		UnitPrice float64 `json:"unit_price"`
+//	}
+//	total := handler.TypedConfig(func(_ context.Context, in order, c price, _ handler.StepContext) (map[string]float64, error) {
+//		return map[string]float64{"total": float64(in.Quantity) * c.UnitPrice}, nil
+//	})
 package handler
 
 import "context"
@@ -62,11 +78,11 @@ type StepContext struct {
 }
 
 // Result is what a handler returns. Build it with Data, Empty, Warn or
-// AbortRun.
+// AbortRun; the zero Result is Empty().
 type Result struct {
 	// Data is the step's output: any JSON value (maps, slices, strings,
-	// numbers, bools, or a value encoding/json can marshal). nil means no
-	// data: with neither Warn nor Abort set, the handler returned nothing.
+	// numbers, bools, or a value encoding/json can marshal). nil records
+	// the output {}.
 	Data any
 	// Warn is recorded with the step; the step still completes.
 	Warn string
@@ -90,10 +106,6 @@ func Warn(v any, msg string) Result { return Result{Data: v, Warn: msg} }
 
 // AbortRun ends the run as aborted with msg as the cause.
 func AbortRun(msg string) Result { return Result{Abort: &Abort{Message: msg}} }
-
-// IsNothing reports whether r is the zero Result: the handler returned
-// nothing, which fails the step.
-func (r Result) IsNothing() bool { return r.Data == nil && r.Warn == "" && r.Abort == nil }
 
 // Configurable is a handler a deployment manifest (realm.yaml) can build: the
 // Go counterpart of the factory a manifest entry's `use` names. Configure is

@@ -13,26 +13,22 @@ import (
 func TestResultConstructorsSayWhatTheHandlerReturned(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name        string
-		r           handler.Result
-		wantNothing bool
-		wantData    string // JSON; "" for nil
-		wantWarn    string
-		wantAbort   string
+		name      string
+		r         handler.Result
+		wantData  string // JSON; "" for nil
+		wantWarn  string
+		wantAbort string
 	}{
-		{"Data carries any JSON value", handler.Data([]any{1, 2}), false, `[1,2]`, "", ""},
-		{"Empty is an empty object, not nothing", handler.Empty(), false, `{}`, "", ""},
-		{"Warn keeps data and message", handler.Warn(map[string]any{"checked": 3}, "One record had no email address."), false, `{"checked":3}`, "One record had no email address.", ""},
-		{"AbortRun carries the cause", handler.AbortRun("The account is closed."), false, "", "", "The account is closed."},
-		{"the zero Result is nothing", handler.Result{}, true, "", "", ""},
-		{"a warning alone is not nothing", handler.Result{Warn: "w"}, false, "", "w", ""},
+		{"Data carries any JSON value", handler.Data([]any{1, 2}), `[1,2]`, "", ""},
+		{"Empty is an empty object", handler.Empty(), `{}`, "", ""},
+		{"Warn keeps data and message", handler.Warn(map[string]any{"checked": 3}, "One record had no email address."), `{"checked":3}`, "One record had no email address.", ""},
+		{"AbortRun carries the cause", handler.AbortRun("The account is closed."), "", "", "The account is closed."},
+		{"the zero Result has no data, recorded as {}", handler.Result{}, "", "", ""},
+		{"a warning alone has no data", handler.Result{Warn: "w"}, "", "w", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := tt.r.IsNothing(); got != tt.wantNothing {
-				t.Errorf("IsNothing = %v, want %v", got, tt.wantNothing)
-			}
 			if tt.wantData == "" {
 				if tt.r.Data != nil {
 					t.Errorf("Data = %v, want nil", tt.r.Data)

@@ -122,23 +122,19 @@ func (s *service) call(ctx context.Context, kind, name string, fn func() (outcom
 }
 
 // handlerResponse maps a handler's outcome to the reply, per the contract:
-// data → data; Empty() → data {}; a warning → warn (with data, {} when
-// none); an abort → abort_message (data, if any, is sent and the engine
-// drops it); the zero Result (returned nothing) → data unset; an error →
-// error.
+// data → data; no data (Empty(), the zero Result) → data {}; a warning →
+// warn (with data); an abort → abort_message (data, if any, is sent and the
+// engine drops it); an error → error. Data is never left unset: to the
+// engine that means "returned nothing", which fails the step, and a Go
+// handler that returned no error has succeeded.
 func handlerResponse(o outcome) *realmv1.ExecuteHandlerResponse {
 	if o.err != nil {
 		return &realmv1.ExecuteHandlerResponse{Error: handlerError(o.err)}
 	}
 	r := o.result
 	resp := &realmv1.ExecuteHandlerResponse{}
-	if r.IsNothing() {
-		return resp
-	}
 	data := r.Data
 	if data == nil {
-		// A result without data records {}: data unset is reserved for
-		// "returned nothing".
 		data = map[string]any{}
 	}
 	v, err := toValue(data)
