@@ -21,6 +21,9 @@ ADAPTER_RUNNER_METRICS_ADDR=127.0.0.1:9093
 export REALM_ENGINE_ADDR=$ENGINE_ADDR
 
 make --no-print-directory build
+# examples/go-runner is a module of its own (as a user's runner is): built
+# outside the workspace, into bin/ with the others.
+(cd examples/go-runner && GOWORK=off go build -trimpath -o ../../bin/go-runner .)
 
 pids=()
 names=()
@@ -91,6 +94,10 @@ start example-runner --engine-addr "$ENGINE_ADDR" --metrics-addr "$EXAMPLE_RUNNE
 # REALM_SECRET_* variables.
 start adapter-runner --engine-addr "$ENGINE_ADDR" --metrics-addr "$ADAPTER_RUNNER_METRICS_ADDR"
 
+# The handlers of examples/go-runner/workflow.yaml (shipping), from the
+# example runner module built above.
+start go-runner --engine-addr "$ENGINE_ADDR"
+
 # The MCP front door, in dev mode (no token) on loopback only.
 MCP_ADDR=127.0.0.1:8080
 start mcp-svc --addr "$MCP_ADDR" --engine-addr "$ENGINE_ADDR" --dev
@@ -126,6 +133,7 @@ echo "  mcp-svc (MCP, streamable HTTP): http://$MCP_ADDR/mcp (dev mode: no token
 echo "  agent-svc (gRPC): $AGENT_ADDR"
 echo "  listen-svc (webhooks): http://$LISTEN_ADDR  (examples/github-issues.yaml at /hooks/github-issues, secret \$REALM_WEBHOOK_SECRET)"
 echo "  example-runner: handlers for examples/orders.yaml (registered with engine-svc)"
+echo "  go-runner: handlers for examples/go-runner/workflow.yaml (a runner module of its own)"
 echo "  adapter-runner: the http and filesystem adapters for uses_service steps"
 echo "Metrics (Prometheus): http://$ENGINE_METRICS_ADDR/metrics (engine-svc) · http://$AGENT_METRICS_ADDR/metrics (agent-svc)"
 echo "  http://$MCP_ADDR/metrics (mcp-svc) · http://$LISTEN_ADDR/metrics (listen-svc)"
