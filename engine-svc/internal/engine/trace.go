@@ -104,52 +104,9 @@ func counts(entries []traceEntry, nonce string) (bufN, bufB, fileN, fileB int) {
 // done; execute_step attaches them to the step's record.
 func (e *Engine) AppendTrace(ctx context.Context, req *realmv1.AppendTraceRequest) (*realmv1.AppendTraceResponse, error) {
 	const command = "append_trace"
-	var resp *realmv1.AppendTraceResponse
-	_, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
-		resp = nil
-		refuse := func(code errcode.Code, msg string) {
-			r := t.envelope(command)
-			t.refuse(r, code, msg)
-			r.NextActions = nil
-			resp = &realmv1.AppendTraceResponse{Refusal: r}
-		}
-		step := req.GetStepId()
-		switch {
-		case t.run.Terminal():
-			refuse(errcode.StateStepNotEligible, fmt.Sprintf("Run '%s' is terminal (phase: '%s') — trace entries can no longer be adopted by any step.", t.run.ID, t.run.Phase()))
-			resp.Refusal.AgentAction = realmv1.AgentAction_AGENT_ACTION_REPORT_TO_USER
-			return nil
-		case t.def == nil:
-			refuse(errcode.StateWorkflowNotFound, t.defErr.Error())
-			return nil
-		}
-		s := t.stepOf(step)
-		if s == nil {
-			refuse(errcode.StepNotFound, fmt.Sprintf("Step '%s' not found in workflow '%s'.", step, t.run.WorkflowID))
-			return nil
-		}
-		// A step still waiting on its dependencies may gather a trace.
-		if u := t.notCallable(s); u != nil && u.kind != callWaiting {
-			refuse(errcode.StateStepNotEligible, fmt.Sprintf("Step '%s' %s.", step, u.afterStep()))
-			return nil
-		}
-		if s.Execution != workflow.KindAgent {
-			refuse(errcode.StateStepNotEligible, fmt.Sprintf("Step '%s' is not an agent step; only an agent step's trace is recorded.", step))
-			return nil
-		}
-		nonce := req.GetWriterNonce()
-		all := append(t.buffered(step), entriesFrom(req.GetEntries(), nonce)...)
-		bufN, bufB, fileN, fileB := counts(all, nonce)
-		if bufN > traceBufferCount || bufB > traceBufferBytes || fileN > traceFileCount || fileB > traceFileBytes {
-			refuse(errcode.BufferFull, fmt.Sprintf("The trace buffer of step '%s' is full (%d entries, %d bytes for this writer; %d entries, %d bytes in all); nothing was added.", step, bufN, bufB, fileN, fileB))
-			return nil
-		}
-		t.setBuffered(step, all)
-		resp = &realmv1.AppendTraceResponse{Counts: &realmv1.TraceCounts{
-			BufferCount: int32(bufN), BufferBytes: int32(bufB), LimitCount: traceBufferCount, LimitBytes: traceBufferBytes,
-			FinalLimitEntries: traceFinalCount, FinalLimitBytes: traceFinalBytes,
-			FileCount: int32(fileN), FileBytes: int32(fileB), FileLimitCount: traceFileCount, FileLimitBytes: traceFileBytes,
-		}}
+	var out traced
+	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
+		out = t.appendTrace(req.GetStepId(), req.GetWriterNonce(), req.GetEntries())
 		return nil
 	})
 	if errors.Is(err, errRunNotFound) {
@@ -161,7 +118,106 @@ func (e *Engine) AppendTrace(ctx context.Context, req *realmv1.AppendTraceReques
 	if err != nil {
 		return nil, err
 	}
-	return resp, nil
+	return t.traceReply(command, out), nil
+}
+
+// tracedKind is what append_trace decided.
+type tracedKind int
+
+const (
+	traceBuffered        tracedKind = iota // the entries were buffered
+	traceRunEnded                          // the run has ended: no step will adopt them
+	traceWorkflowMissing                   // the run's workflow cannot be read
+	traceNoSuchStep                        // the workflow has no such step
+	traceUncallable                        // the step cannot take a trace now
+	traceNotAgent                          // only an agent step's trace is recorded
+	traceFull                              // the buffer would pass a limit: nothing was added
+)
+
+// traced is append_trace's decision, with what its reply needs.
+type traced struct {
+	kind       tracedKind
+	step       string
+	uncallable *uncallable
+	// The buffer's counts as the entries leave it (traceBuffered) or
+	// would have left it (traceFull): this writer's, then the step's.
+	bufN, bufB, fileN, fileB int
+}
+
+// appendTrace buffers a writer's entries for an agent step, or says why it
+// does not.
+func (t *txn) appendTrace(step, nonce string, entries []*realmv1.TraceEntry) traced {
+	out := traced{step: step}
+	switch {
+	case t.run.Terminal():
+		out.kind = traceRunEnded
+		return out
+	case t.def == nil:
+		out.kind = traceWorkflowMissing
+		return out
+	}
+	s := t.stepOf(step)
+	if s == nil {
+		out.kind = traceNoSuchStep
+		return out
+	}
+	// A step still waiting on its dependencies may gather a trace.
+	if u := t.notCallable(s); u != nil && u.kind != callWaiting {
+		out.kind, out.uncallable = traceUncallable, u
+		return out
+	}
+	if s.Execution != workflow.KindAgent {
+		out.kind = traceNotAgent
+		return out
+	}
+	all := append(t.buffered(step), entriesFrom(entries, nonce)...)
+	out.bufN, out.bufB, out.fileN, out.fileB = counts(all, nonce)
+	if out.bufN > traceBufferCount || out.bufB > traceBufferBytes || out.fileN > traceFileCount || out.fileB > traceFileBytes {
+		out.kind = traceFull
+		return out
+	}
+	t.setBuffered(step, all)
+	out.kind = traceBuffered
+	return out
+}
+
+// traceRefusal is a refused append_trace's code and sentence (ok false when the
+// entries were buffered).
+func (t *txn) traceRefusal(out traced) (errcode.Code, string, bool) {
+	switch out.kind {
+	case traceRunEnded:
+		return errcode.StateStepNotEligible, fmt.Sprintf("Run '%s' is terminal (phase: '%s') — trace entries can no longer be adopted by any step.", t.run.ID, t.run.Phase()), true
+	case traceWorkflowMissing:
+		return errcode.StateWorkflowNotFound, t.defErr.Error(), true
+	case traceNoSuchStep:
+		return errcode.StepNotFound, fmt.Sprintf("Step '%s' not found in workflow '%s'.", out.step, t.run.WorkflowID), true
+	case traceUncallable:
+		return errcode.StateStepNotEligible, fmt.Sprintf("Step '%s' %s.", out.step, out.uncallable.afterStep()), true
+	case traceNotAgent:
+		return errcode.StateStepNotEligible, fmt.Sprintf("Step '%s' is not an agent step; only an agent step's trace is recorded.", out.step), true
+	case traceFull:
+		return errcode.BufferFull, fmt.Sprintf("The trace buffer of step '%s' is full (%d entries, %d bytes for this writer; %d entries, %d bytes in all); nothing was added.", out.step, out.bufN, out.bufB, out.fileN, out.fileB), true
+	}
+	return "", "", false
+}
+
+// traceReply composes append_trace's reply from its decision and the run
+// as the call leaves it.
+func (t *txn) traceReply(command string, out traced) *realmv1.AppendTraceResponse {
+	if code, msg, refused := t.traceRefusal(out); refused {
+		r := t.envelope(command)
+		t.refuse(r, code, msg)
+		r.NextActions = nil
+		if out.kind == traceRunEnded {
+			r.AgentAction = realmv1.AgentAction_AGENT_ACTION_REPORT_TO_USER
+		}
+		return &realmv1.AppendTraceResponse{Refusal: r}
+	}
+	return &realmv1.AppendTraceResponse{Counts: &realmv1.TraceCounts{
+		BufferCount: int32(out.bufN), BufferBytes: int32(out.bufB), LimitCount: traceBufferCount, LimitBytes: traceBufferBytes,
+		FinalLimitEntries: traceFinalCount, FinalLimitBytes: traceFinalBytes,
+		FileCount: int32(out.fileN), FileBytes: int32(out.fileB), FileLimitCount: traceFileCount, FileLimitBytes: traceFileBytes,
+	}}
 }
 
 // adoptTrace builds the trace recorded with an agent step: buffered
