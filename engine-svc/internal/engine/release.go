@@ -14,18 +14,8 @@ func (e *Engine) ReleaseClaim(ctx context.Context, req *realmv1.ReleaseClaimRequ
 	const command = "release_claim"
 	released := false
 	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
-		released = false
 		t.caller = req.GetCaller()
-		r, step := t.run, req.GetStep()
-		c := r.Claims[step]
-		if r.Terminal() || c == nil || req.GetClaimToken() == "" || c.Token != req.GetClaimToken() ||
-			(r.PendingGate != nil && r.PendingGate.StepName == step) {
-			return nil
-		}
-		r.InProgressSteps = removeString(r.InProgressSteps, step)
-		delete(r.Claims, step)
-		released = true
-		t.touch()
+		released = t.release(req.GetStep(), req.GetClaimToken())
 		return nil
 	})
 	if reply, ok := readFailure(command, req.GetRunId(), err); ok {
@@ -34,12 +24,33 @@ func (e *Engine) ReleaseClaim(ctx context.Context, req *realmv1.ReleaseClaimRequ
 	if err != nil {
 		return nil, err
 	}
+	return &realmv1.ReleaseClaimResponse{Reply: t.releaseReply(command, req.GetStep(), released), Released: released}, nil
+}
+
+// release frees a step's claim when token is the claim it carries, and
+// says whether it did (release_claim's whole decision).
+func (t *txn) release(step, token string) bool {
+	r := t.run
+	c := r.Claims[step]
+	if r.Terminal() || c == nil || token == "" || c.Token != token ||
+		(r.PendingGate != nil && r.PendingGate.StepName == step) {
+		return false
+	}
+	r.InProgressSteps = removeString(r.InProgressSteps, step)
+	delete(r.Claims, step)
+	t.touch()
+	return true
+}
+
+// releaseReply composes release_claim's reply from its decision and the
+// run as the call leaves it.
+func (t *txn) releaseReply(command, step string, released bool) *realmv1.Reply {
 	r := t.envelope(command)
 	r.NextActions = t.nextActions(t.view())
 	if released {
-		r.ContextHint = fmt.Sprintf("Released the claim on '%s'; the step has not run and is ready again.", req.GetStep())
+		r.ContextHint = fmt.Sprintf("Released the claim on '%s'; the step has not run and is ready again.", step)
 	} else {
-		r.ContextHint = fmt.Sprintf("Nothing released: the claim_token given is not the claim on '%s' now.", req.GetStep())
+		r.ContextHint = fmt.Sprintf("Nothing released: the claim_token given is not the claim on '%s' now.", step)
 	}
-	return &realmv1.ReleaseClaimResponse{Reply: r, Released: released}, nil
+	return r
 }
