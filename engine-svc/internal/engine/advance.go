@@ -16,26 +16,11 @@ func (e *Engine) AdvanceRun(ctx context.Context, req *realmv1.AdvanceRunRequest)
 	for _, a := range req.GetUnknownArguments() {
 		warnings = append(warnings, fmt.Sprintf("advance_run: unknown argument '%s' was ignored.", a))
 	}
+	var out advanced
 	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
 		t.warnings = append(t.warnings[:0], warnings...)
 		t.caller = req.GetCaller()
-		if t.def == nil || t.run.Terminal() {
-			return nil
-		}
-		via := "advance_run"
-		if req.GetCaller().GetChannel() == realmv1.Channel_CHANNEL_RUN {
-			via = "advance" // the CLI's word for the act
-		}
-		if req.GetExpiryTimer() {
-			// The attending process's timer is a door for the expiry
-			// only: with no question's time up it does nothing else.
-			via = "timer"
-			if _, _, due := t.expiredGate(); !due {
-				return nil
-			}
-		}
-		t.expired = t.enactExpiry(via)
-		t.advance(advanceOpts{decideGuards: true, chain: true})
+		out = t.advanceRun(req)
 		return nil
 	})
 	if reply, ok := readFailure(command, req.GetRunId(), err); ok {
@@ -47,11 +32,52 @@ func (e *Engine) AdvanceRun(ctx context.Context, req *realmv1.AdvanceRunRequest)
 	if err := e.drive(ctx, t); err != nil {
 		return nil, err
 	}
-	r, err := t.advanceReply(command, req)
-	return t.finish(r), err
+	return t.finish(t.advanceReply(command, req, out)), nil
 }
 
-func (t *txn) advanceReply(command string, req *realmv1.AdvanceRunRequest) (*realmv1.Reply, error) {
+// advancedKind is what advance_run decided before its chain ran.
+type advancedKind int
+
+const (
+	advAdvanced        advancedKind = iota // the run was advanced (the chain may have run nothing)
+	advWorkflowMissing                     // the run's workflow cannot be read
+	advRunEnded                            // the run had ended: nothing ran
+	advTimerIdle                           // the expiry timer found no question's time up
+)
+
+// advanced is advance_run's decision. What the chain did is in the
+// transaction's effects, which drive's later writes merge into.
+type advanced struct{ kind advancedKind }
+
+// advanceRun carries out an expired question's expiry and runs the guards
+// and auto steps the run owes.
+func (t *txn) advanceRun(req *realmv1.AdvanceRunRequest) advanced {
+	switch {
+	case t.def == nil:
+		return advanced{kind: advWorkflowMissing}
+	case t.run.Terminal():
+		return advanced{kind: advRunEnded}
+	}
+	via := "advance_run"
+	if req.GetCaller().GetChannel() == realmv1.Channel_CHANNEL_RUN {
+		via = "advance" // the CLI's word for the act
+	}
+	if req.GetExpiryTimer() {
+		// The attending process's timer is a door for the expiry
+		// only: with no question's time up it does nothing else.
+		via = "timer"
+		if _, _, due := t.expiredGate(); !due {
+			return advanced{kind: advTimerIdle}
+		}
+	}
+	t.expired = t.enactExpiry(via)
+	t.advance(advanceOpts{decideGuards: true, chain: true})
+	return advanced{kind: advAdvanced}
+}
+
+// advanceReply composes advance_run's reply from its decision and the
+// effects of the call's writes, on the run as the call leaves it.
+func (t *txn) advanceReply(command string, req *realmv1.AdvanceRunRequest, out advanced) *realmv1.Reply {
 	var r *realmv1.Reply
 	switch {
 	case t.failed != nil || t.abortedBy != "":
@@ -67,17 +93,17 @@ func (t *txn) advanceReply(command string, req *realmv1.AdvanceRunRequest) (*rea
 	if c := req.GetCaller(); c.GetBy() != "" {
 		r.ContinuedBy = &realmv1.Holder{By: ptr(c.GetBy()), BySource: c.GetBySource(), Channel: channelName(c.GetChannel())}
 	}
-	if t.def == nil {
+	if out.kind == advWorkflowMissing {
 		t.refuse(r, errcode.StateWorkflowNotFound, t.defErr.Error())
-		return r, nil
+		return r
 	}
 	if t.openedGate != "" || t.gateErr != nil || t.failed != nil || t.abortedBy != "" {
-		return r, nil
+		return r
 	}
 	v := t.view()
 	r.NextActions = t.nextActions(v)
 	switch {
-	case !t.dirty && t.run.Terminal():
+	case out.kind == advRunEnded:
 		r.ContextHint = fmt.Sprintf("Run '%s' is already terminal (%s); nothing ran.", t.run.ID, t.run.Phase())
 		if tail := t.terminalTail(); tail != "" {
 			r.ContextHint += " " + tail
@@ -92,7 +118,7 @@ func (t *txn) advanceReply(command string, req *realmv1.AdvanceRunRequest) (*rea
 				}
 			}
 			r.Guards, r.EndedBy = nil, nil
-			return r, nil
+			return r
 		}
 	case t.endedBy != nil:
 		r.ContextHint = t.guardSentence()
@@ -131,5 +157,5 @@ func (t *txn) advanceReply(command string, req *realmv1.AdvanceRunRequest) (*rea
 	if t.endedBy == nil {
 		r.Guards = nil
 	}
-	return r, nil
+	return r
 }
