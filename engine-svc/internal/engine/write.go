@@ -18,6 +18,25 @@ import (
 // from one snapshot (begin), and written by commit as one compare-and-set
 // of everything pending. update is the loop around them; read begins a
 // transaction that is never committed.
+//
+// The boundary between what was read and what will be written:
+//   - snap.base, and the cached decoded copy begin started from, are
+//     read-only: begin clones the run and copies the outputs and trace
+//     maps, so no decision reaches them (TestDecidingLeavesTheSnapshotAlone).
+//   - snap.run is that clone, and deciding changes it in place: the
+//     pending run document is the clone as the decision leaves it, not a
+//     diff (rewriting every rule to produce a diff was judged not worth
+//     the risk).
+//   - pending is the rest of the write: new outputs, trace buffers, the
+//     refused-answers list, evidence entries, index ops, the idempotency
+//     key. Its setters (setOutput, setBuffered, appendEvidence, touch) also
+//     update the snapshot's maps, so later rules in the same decision read
+//     what earlier ones wrote.
+//   - commit writes exactly that: change turns the clone and pending into
+//     one store.Change, and nothing else reaches the store.
+//
+// A verb decides a typed outcome inside update's closure and composes its
+// reply from it after the write, on the run as the write left it.
 
 // maxWriteAttempts bounds how often one act retries after losing a race.
 const maxWriteAttempts = 16
