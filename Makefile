@@ -49,7 +49,7 @@ check-generated: ## Fail if pkg/gen differs from what proto/ generates.
 	@scripts/check-generated.sh
 
 .PHONY: lint
-lint: ## gofmt, go vet on every module, buf lint.
+lint: ## gofmt, go vet, staticcheck, layering, go mod tidy, buf lint.
 	@scripts/lint.sh
 
 .PHONY: bench

@@ -23,7 +23,7 @@ const (
 	PhaseAbandoned   = "abandoned"
 )
 
-// Seal arms (run-record spec §5.2) and the phase each ends in.
+// ArmPhase maps each seal arm (run-record spec §5.2) to the phase it ends in.
 var ArmPhase = map[string]string{
 	"complete":                 PhaseCompleted,
 	"gate_resolution_complete": PhaseCompleted,
@@ -267,7 +267,7 @@ type Entry struct {
 	EffectiveTimeut int            `json:"effective_timeout_seconds,omitempty"`
 }
 
-// Terminal phases.
+// IsTerminalPhase reports whether p is a terminal phase.
 func IsTerminalPhase(p string) bool {
 	switch p {
 	case PhaseCompleted, PhaseFailed, PhaseAborted, PhaseAbandoned:
@@ -329,7 +329,7 @@ func (r *Run) StateOf(step string) string {
 	return StatePending
 }
 
-// Settled reports whether a step has completed, failed or been skipped.
+// IsSettled reports whether a step has completed, failed or been skipped.
 func (r *Run) IsSettled(step string) bool {
 	switch r.StateOf(step) {
 	case StateCompleted, StateFailed, StateSkipped:
