@@ -23,7 +23,7 @@ run: ## Build, start the whole stack on the embedded store, register examples/ (
 	@scripts/run.sh
 
 .PHONY: test
-test: ## Run every module's tests (starts Redis if it is not running).
+test: ## Run every module's tests with -race (starts Redis if it is not running).
 	@scripts/test.sh
 
 .PHONY: build
@@ -54,7 +54,7 @@ lint: ## gofmt, go vet, staticcheck, layering, go mod tidy, buf lint.
 
 .PHONY: bench
 bench: ## Run the benchmarks of every module (no tests).
-	@scripts/test.sh -run '^$$' -bench . -benchmem
+	@REALM_TEST_RACE=0 scripts/test.sh -run '^$$' -bench . -benchmem
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
