@@ -57,7 +57,7 @@ bench: ## Run the benchmarks of every module (no tests).
 	@REALM_TEST_RACE=0 scripts/test.sh -run '^$$' -bench . -benchmem
 
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
+fuzz: ## Run each fuzz target (each has a seed corpus in testdata/fuzz) for FUZZTIME (default 30s).
 	@scripts/fuzz.sh
 
 .PHONY: clean
