@@ -52,6 +52,10 @@ check-generated: ## Fail if pkg/gen differs from what proto/ generates.
 lint: ## gofmt, go vet, staticcheck, layering, go mod tidy, buf lint.
 	@scripts/lint.sh
 
+.PHONY: vuln
+vuln: ## govulncheck every module against the Go vulnerability database (via the module proxy).
+	@scripts/vuln.sh
+
 .PHONY: bench
 bench: ## Run the benchmarks of every module (no tests).
 	@REALM_TEST_RACE=0 scripts/test.sh -run '^$$' -bench . -benchmem
