@@ -34,7 +34,7 @@ ensure_redis() {
 		return
 	fi
 	if ! command -v redis-server >/dev/null 2>&1; then
-		echo "redis: redis-server is not installed; installing it from the distribution's packages"
+		echo "redis: redis-server is not installed; installing it from the distribution's packages (apt-get install redis-server)"
 		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
 	fi
