@@ -23,7 +23,7 @@ run: ## Build, start the whole stack on the embedded store, register examples/ (
 	@scripts/run.sh
 
 .PHONY: test
-test: ## Run every module's tests (starts Redis if it is not running).
+test: ## Run every module's tests with -race (starts Redis if it is not running).
 	@scripts/test.sh
 
 .PHONY: build
@@ -49,15 +49,19 @@ check-generated: ## Fail if pkg/gen differs from what proto/ generates.
 	@scripts/check-generated.sh
 
 .PHONY: lint
-lint: ## gofmt, go vet on every module, buf lint.
+lint: ## gofmt, go vet, staticcheck, layering, go mod tidy, buf lint.
 	@scripts/lint.sh
+
+.PHONY: vuln
+vuln: ## govulncheck every module against the Go vulnerability database (via the module proxy).
+	@scripts/vuln.sh
 
 .PHONY: bench
 bench: ## Run the benchmarks of every module (no tests).
-	@scripts/test.sh -run '^$$' -bench . -benchmem
+	@REALM_TEST_RACE=0 scripts/test.sh -run '^$$' -bench . -benchmem
 
 .PHONY: fuzz
-fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
+fuzz: ## Run each fuzz target (each has a seed corpus in testdata/fuzz) for FUZZTIME (default 30s).
 	@scripts/fuzz.sh
 
 .PHONY: clean

@@ -50,10 +50,6 @@ type binary struct {
 	// path its HTTP server answers. Neither: a TCP probe.
 	grpcHealth string
 	httpHealth string
-	// sourceFlags and sourceDefault read the flag names and the listen
-	// default from the main package's source, for a binary whose --help is
-	// not the flag package's.
-	sourceFlags, sourceDefault *regexp.Regexp
 }
 
 var binaries = []binary{
@@ -64,12 +60,9 @@ var binaries = []binary{
 		metricsPort: 8080},
 	{name: "agent-svc", cmd: "agent-svc/cmd/agent-svc", workload: "agent-svc", listenFlag: "addr", defaultListen: "127.0.0.1:7071", port: 7071, graceFlag: "shutdown-grace", grpcHealth: "realm.v1.AgentService",
 		wantGrace: 60 * time.Second, metricsFlag: "metrics-addr", metricsPort: 9090},
-	// listen-svc parses its own flags (no --help): they are read from its
-	// source.
 	{name: "listen-svc", cmd: "listen-svc/cmd/listen-svc", workload: "listen-svc", listenFlag: "addr", defaultListen: "127.0.0.1:8090", port: 8090,
 		fixedGrace: 10 * time.Second, graceSource: regexp.MustCompile(`Serve\(lis, .*, stop, log, 10\*time\.Second\)`), httpHealth: "/healthz",
-		metricsPort: 8090,
-		sourceFlags: regexp.MustCompile(`case "([a-z][a-z-]*)":`), sourceDefault: regexp.MustCompile(`addr: envOr\("REALM_LISTEN_ADDR", "([^"]+)"\)`)},
+		metricsPort: 8090},
 	{name: "example-runner", cmd: "services/example-runner/cmd/example-runner", workload: "runner-examples", listenFlag: "listen", defaultListen: "127.0.0.1:0", port: 7072, graceFlag: "shutdown-timeout"},
 }
 
@@ -146,10 +139,6 @@ func TestManifestsMatchTheFlagsTheBinariesRead(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(repoRoot, b.cmd)); err != nil {
 			t.Fatalf("%s: %v", b.name, err)
 		}
-		if b.sourceFlags != nil {
-			helps[b.name] = sourceHelp(t, b)
-			continue
-		}
 		helps[b.name] = nil
 	}
 	// Build and ask every binary at once: the first build is the slow part.
@@ -160,14 +149,12 @@ func TestManifestsMatchTheFlagsTheBinariesRead(t *testing.T) {
 	}
 	results := make(chan result, len(helps))
 	for _, b := range binaries {
-		if b.sourceFlags == nil {
-			go func() {
-				flags, err := helpFlags(b.cmd)
-				results <- result{b.name, flags, err}
-			}()
-		}
+		go func() {
+			flags, err := helpFlags(b.cmd)
+			results <- result{b.name, flags, err}
+		}()
 	}
-	for range len(helps) - countSourceHelp() {
+	for range len(helps) {
 		r := <-results
 		if r.err != nil {
 			t.Fatalf("%s: %v", r.name, r.err)
@@ -183,36 +170,6 @@ func TestManifestsMatchTheFlagsTheBinariesRead(t *testing.T) {
 			})
 		}
 	}
-}
-
-func countSourceHelp() int {
-	n := 0
-	for _, b := range binaries {
-		if b.sourceFlags != nil {
-			n++
-		}
-	}
-	return n
-}
-
-// sourceHelp reads a hand-parsed binary's flags from its main package.
-func sourceHelp(t *testing.T, b binary) map[string]string {
-	t.Helper()
-	src, err := os.ReadFile(filepath.Join(repoRoot, b.cmd, "main.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	flags := map[string]string{}
-	for _, m := range b.sourceFlags.FindAllStringSubmatch(string(src), -1) {
-		flags[m[1]] = ""
-	}
-	if m := b.sourceDefault.FindStringSubmatch(string(src)); m != nil {
-		flags[b.listenFlag] = m[1]
-	}
-	if len(flags) == 0 {
-		t.Fatalf("%s: no flags found in its source by %v", b.name, b.sourceFlags)
-	}
-	return flags
 }
 
 func checkBinary(t *testing.T, r *rendered, b binary, help map[string]string) {

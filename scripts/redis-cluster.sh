@@ -9,7 +9,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
-	echo "redis cluster: installing redis-server from the distribution's packages" >&2
+	echo "redis cluster: redis-server or redis-cli is not installed; installing them from the distribution's packages (apt-get install redis-server)" >&2
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
 fi

@@ -34,7 +34,7 @@ ensure_redis() {
 		return
 	fi
 	if ! command -v redis-server >/dev/null 2>&1; then
-		echo "redis: redis-server is not installed; installing it from the distribution's packages"
+		echo "redis: redis-server is not installed; installing it from the distribution's packages (apt-get install redis-server)"
 		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
 	fi
@@ -67,10 +67,16 @@ mapfile -t patterns < <(module_patterns)
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-echo "go test -count=1 $* ${patterns[*]}"
+# The race detector is on (REALM_TEST_RACE=0 turns it off, e.g. to compare
+# timings); make bench turns it off, since it slows what it measures.
+race=(-race)
+if [[ ${REALM_TEST_RACE:-1} == 0 ]]; then
+	race=()
+fi
+echo "go test -count=1 ${race[*]} $* ${patterns[*]}"
 set +e
 # A module with no packages yet only warns ("matched no packages"); that is fine.
-go test -count=1 -timeout 14m "$@" "${patterns[@]}" 2>&1 | tee "$log"
+go test -count=1 "${race[@]}" -timeout 14m "$@" "${patterns[@]}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 

@@ -59,12 +59,8 @@ type reclaimEnv struct {
 	endpoint string
 }
 
-// hangWorkflow is a one-step workflow whose idempotent auto step hangs.
-func hangWorkflow(id string) []byte {
-	return hangWorkflowIdempotent(id, true)
-}
-
-// hangWorkflowIdempotent is hangWorkflow with the step's idempotent flag.
+// hangWorkflowIdempotent is a one-step workflow whose auto step hangs, with
+// the step's idempotent flag.
 func hangWorkflowIdempotent(id string, idempotent bool) []byte {
 	return []byte(fmt.Sprintf("id: %s\nname: Hang\nversion: 1\nsteps:\n  work:\n    description: Do the work.\n    execution: auto\n    handler: hang\n    idempotent: %v\n    timeout_seconds: 600\n", id, idempotent))
 }

@@ -63,7 +63,7 @@ func NewLogger(out, err io.Writer, min Level) *Logger {
 	return &Logger{out: out, err: err, min: min}
 }
 
-// Debug, Info, Warn and Error write one line at their level.
+// Debug writes one line at debug level; Info, Warn and Error likewise at theirs.
 func (l *Logger) Debug(msg string, kv ...KV) { l.log(LevelDebug, msg, kv) }
 func (l *Logger) Info(msg string, kv ...KV)  { l.log(LevelInfo, msg, kv) }
 func (l *Logger) Warn(msg string, kv ...KV)  { l.log(LevelWarn, msg, kv) }

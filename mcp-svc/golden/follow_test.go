@@ -224,5 +224,5 @@ func (st *stack) serveOrderTotal() {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	st.t.Fatal(fmt.Sprint("the runner did not register"))
+	st.t.Fatal("the runner did not register")
 }

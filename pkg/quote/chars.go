@@ -199,6 +199,3 @@ func isSemiticMark(r rune) bool {
 	}
 	return false
 }
-
-// isWordRune: letters and digits make words; a mark belongs to its letter.
-func isWordRune(r rune) bool { return isLetter(r) || isNumberDigit(r) }

@@ -7,10 +7,9 @@ import (
 
 // piece is a stretch of the quote between two breaks.
 type piece struct {
-	c      *canon
-	stop   bool // the piece ends with a stop that claims a sentence ends
-	occ    []occurrence
-	qFirst rune
+	c    *canon
+	stop bool // the piece ends with a stop that claims a sentence ends
+	occ  []occurrence
 }
 
 // splitQuote breaks the quote at "…" or "...", a sentence end, ';', a ':' not

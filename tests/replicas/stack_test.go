@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -30,15 +29,14 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// goTool is the go command running this test, else the one on PATH.
+// goTool is the go command running this test: go test puts its GOROOT/bin
+// first on the test's PATH.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
 	return "go"
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // binaries are the programs the test runs, built once into a temp folder.
 type binaries struct{ engine, mcp, realm string }
@@ -265,12 +263,4 @@ func realm(t *testing.T, bins binaries, engines string, args ...string) string {
 		t.Fatalf("realm %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
 	return stdout.String()
-}
-
-// fmtRuns lists run ids for a failure message, at most ten.
-func fmtRuns(ids []string) string {
-	if len(ids) > 10 {
-		return fmt.Sprintf("%s … (%d in all)", strings.Join(ids[:10], ", "), len(ids))
-	}
-	return strings.Join(ids, ", ")
 }

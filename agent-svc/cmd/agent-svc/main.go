@@ -56,13 +56,13 @@ func envOr(key, def string) string {
 }
 
 func run(log *slog.Logger) error {
-	addr := flag.String("addr", envOr("REALM_AGENT_LISTEN", "127.0.0.1:7071"), "gRPC listen address")
-	engineAddr := flag.String("engine-addr", client.EngineAddr(), "engine-svc address (host:port, or a comma-separated list of replicas)")
+	addr := flag.String("addr", envOr("REALM_AGENT_LISTEN", "127.0.0.1:7071"), "gRPC listen address (env REALM_AGENT_LISTEN)")
+	engineAddr := flag.String("engine-addr", client.EngineAddr(), "engine-svc address (host:port, or a comma-separated list of replicas) (env "+client.EngineAddrEnv+")")
 	redisURL := flag.String("redis-url", "", "Redis holding the global drive limit; empty limits this process only")
 	maxDrives := flag.Int("max-drives", 8, "drives at once (across every replica with --redis-url); more wait their turn")
 	gatePoll := flag.Duration("gate-poll", 3*time.Second, "how often a run waiting at a gate is re-read (at most 3s)")
 	grace := flag.Duration("shutdown-grace", 60*time.Second, "how long drives may finish on shutdown")
-	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off)")
+	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off) (env REALM_METRICS_LISTEN)")
 	flag.Parse()
 	if *maxDrives < 1 {
 		return fmt.Errorf("--max-drives must be at least 1")

@@ -61,9 +61,9 @@ func defaultDataDir() string {
 }
 
 func run(log *slog.Logger) error {
-	addr := flag.String("addr", envOr("REALM_ENGINE_LISTEN", "127.0.0.1:7070"), "gRPC listen address")
-	dataDir := flag.String("data-dir", envOr("REALM_DATA_DIR", defaultDataDir()), "directory of the embedded store")
-	redisURL := flag.String("redis-url", os.Getenv("REDIS_URL"), "Redis URL; empty runs the embedded store")
+	addr := flag.String("addr", envOr("REALM_ENGINE_LISTEN", "127.0.0.1:7070"), "gRPC listen address (env REALM_ENGINE_LISTEN)")
+	dataDir := flag.String("data-dir", envOr("REALM_DATA_DIR", defaultDataDir()), "directory of the embedded store (env REALM_DATA_DIR)")
+	redisURL := flag.String("redis-url", os.Getenv("REDIS_URL"), "Redis URL; empty runs the embedded store (env REDIS_URL)")
 	buckets := flag.Int("buckets", 256, "run buckets of a new store (fixed once created)")
 	grace := flag.Duration("shutdown-grace", 60*time.Second, "how long in-flight calls may finish on shutdown")
 	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often expired gates that declare on_expiry are carried out (0 turns the sweeper off)")
@@ -73,7 +73,7 @@ func run(log *slog.Logger) error {
 	// replica's claim go stale and reclaim it.
 	claimWindow := flag.Duration("claim-window", 0, "")
 	flag.Usage = usageHiding("claim-window")
-	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off)")
+	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off) (env REALM_METRICS_LISTEN)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -171,7 +171,7 @@ func run(log *slog.Logger) error {
 func usageHiding(hidden ...string) func() {
 	return func() {
 		out := flag.CommandLine.Output()
-		fmt.Fprintf(out, "Usage of %s:\n", os.Args[0])
+		fmt.Fprintf(out, "Usage of %s:\n", filepath.Base(os.Args[0]))
 		shown := flag.NewFlagSet("", flag.ContinueOnError)
 		shown.SetOutput(out)
 		flag.VisitAll(func(f *flag.Flag) {

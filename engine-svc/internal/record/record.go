@@ -321,7 +321,7 @@ type Entry struct {
 	EffectiveTimeut int            `json:"effective_timeout_seconds,omitempty"`
 }
 
-// Terminal phases.
+// IsTerminalPhase reports whether p is a terminal phase.
 func IsTerminalPhase(p string) bool {
 	switch p {
 	case PhaseCompleted, PhaseFailed, PhaseAborted, PhaseAbandoned:
@@ -383,7 +383,7 @@ func (r *Run) StateOf(step string) string {
 	return StatePending
 }
 
-// Settled reports whether a step has completed, failed or been skipped.
+// IsSettled reports whether a step has completed, failed or been skipped.
 func (r *Run) IsSettled(step string) bool {
 	switch r.StateOf(step) {
 	case StateCompleted, StateFailed, StateSkipped:

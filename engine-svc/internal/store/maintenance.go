@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -72,8 +73,10 @@ type Residue struct {
 const scanBatch = 500
 
 // scanKeys calls fn with every key matching pattern, on every master of a
-// Cluster. Keys may repeat (SCAN's guarantee); callers dedupe.
+// Cluster. Keys may repeat (SCAN's guarantee); callers dedupe. The masters
+// are scanned at once, but fn is called by one of them at a time.
 func (r *Redis) scanKeys(ctx context.Context, pattern string, fn func([]string) error) error {
+	var mu sync.Mutex
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		var cursor uint64
 		for {
@@ -82,7 +85,10 @@ func (r *Redis) scanKeys(ctx context.Context, pattern string, fn func([]string) 
 				return fmt.Errorf("store: scan %s: %w", pattern, err)
 			}
 			if len(keys) > 0 {
-				if err := fn(keys); err != nil {
+				mu.Lock()
+				err := fn(keys)
+				mu.Unlock()
+				if err != nil {
 					return err
 				}
 			}

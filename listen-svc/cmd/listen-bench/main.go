@@ -50,7 +50,7 @@ func main() {
 const secret = "bench-secret"
 
 func run() error {
-	engineAddr := flag.String("engine-addr", client.EngineAddr(), "engine-svc address")
+	engineAddr := flag.String("engine-addr", client.EngineAddr(), "engine-svc address (env "+client.EngineAddrEnv+")")
 	rate := flag.Int("rate", 200, "requests per second")
 	dur := flag.Duration("duration", 10*time.Second, "how long to send")
 	maxConc := flag.Int("max-concurrent", 20, "the listener's busy limit")

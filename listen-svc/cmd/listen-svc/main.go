@@ -17,7 +17,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -44,18 +47,20 @@ func envOr(key, def string) string {
 }
 
 func main() {
-	if err := run(); err != nil {
+	f, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		os.Exit(2) // the flag package has said why, with the usage
+	}
+	if err := run(f); err != nil {
 		fmt.Fprintln(os.Stderr, "Error: "+err.Error())
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	fs := flagSet()
-	if err := fs.parse(os.Args[1:]); err != nil {
-		return err
-	}
-	f := fs.v
+func run(f flags) error {
 	log := webhook.NewLogger(os.Stdout, os.Stderr, webhook.ParseLevel(f.logLevel))
 	shutdownTracing, err := tracing.Setup(context.Background(), "listen-svc")
 	if err != nil {
@@ -152,96 +157,103 @@ type flags struct {
 	refresh                               time.Duration
 }
 
-type flagParser struct{ v flags }
-
-func flagSet() *flagParser {
-	return &flagParser{v: flags{
+// parseFlags reads the command line (-name value, -name=value, and the same
+// with two dashes) over defaults from the environment. On a bad flag or
+// -help it has printed the error and the usage to out.
+func parseFlags(args []string, out io.Writer) (flags, error) {
+	v := flags{
 		addr: envOr("REALM_LISTEN_ADDR", "127.0.0.1:8090"), engineAddr: client.EngineAddr(),
 		agentAddr: envOr("REALM_AGENT_ADDR", "127.0.0.1:7071"), redisURL: os.Getenv("REDIS_URL"),
 		model: os.Getenv("REALM_LISTEN_MODEL"), logLevel: "info", maxConcurrent: webhook.DefaultMaxConcurrent,
 		maxBodyBytes: webhook.DefaultMaxBodyBytes, bodyTimeoutMs: int(webhook.DefaultBodyTimeout / time.Millisecond),
 		refresh: 2 * time.Second,
-	}}
-}
-
-// parse reads --name value and --name=value pairs.
-func (p *flagParser) parse(args []string) error {
-	for i := 0; i < len(args); i++ {
-		name, val, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
-		if !strings.HasPrefix(args[i], "--") {
-			return fmt.Errorf("unexpected argument '%s'", args[i])
-		}
-		if !hasVal {
-			if i+1 >= len(args) {
-				return fmt.Errorf("option '--%s' needs a value", name)
-			}
-			i++
-			val = args[i]
-		}
-		if err := p.set(name, val); err != nil {
-			return err
-		}
 	}
-	return nil
-}
-
-func (p *flagParser) set(name, val string) error {
-	v := &p.v
-	num := func() (int, error) {
-		n, err := strconv.Atoi(val)
-		if err != nil {
-			return 0, fmt.Errorf("option '--%s' argument '%s' is invalid", name, val)
+	fs := flag.NewFlagSet("listen-svc", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: listen-svc [flags]\n\nServes the trigger: blocks of every workflow registered with engine-svc.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&v.addr, "addr", v.addr, "HTTP listen address (env REALM_LISTEN_ADDR)")
+	fs.StringVar(&v.engineAddr, "engine-addr", v.engineAddr, "engine-svc's gRPC address (host:port, or a comma-separated list of replicas) (env "+client.EngineAddrEnv+")")
+	fs.StringVar(&v.agentAddr, "agent-addr", v.agentAddr, "agent-svc's gRPC address (env REALM_AGENT_ADDR)")
+	fs.StringVar(&v.redisURL, "redis-url", v.redisURL, "Redis keeping delivery ids, shared by every replica; empty keeps them in this process (env REDIS_URL)")
+	fs.Var(checked(&v.provider, func(s string) (string, error) {
+		if s != "openai" && s != "anthropic" {
+			return "", errors.New("--provider must be openai or anthropic")
 		}
+		return s, nil
+	}), "provider", "the model's `provider`: openai or anthropic (empty: agent-svc's choice)")
+	fs.StringVar(&v.model, "model", v.model, "the model agent-svc drives each accepted delivery's run with; without one every drive is refused (env REALM_LISTEN_MODEL)")
+	fs.StringVar(&v.logLevel, "log-level", v.logLevel, "debug, info, warn or error")
+	fs.Var(checked(&v.llmTimeout, positive[int]("--llm-timeout must be a positive integer number of seconds")),
+		"llm-timeout", "`seconds` each model call may take (0: agent-svc's default)")
+	fs.Var(checked(&v.maxConcurrent, func(s string) (int, error) {
+		n, _ := strconv.Atoi(s) // not a number: no limit, as in the original
 		return n, nil
-	}
-	var err error
-	switch name {
-	case "addr":
-		v.addr = val
-	case "engine-addr":
-		v.engineAddr = val
-	case "agent-addr":
-		v.agentAddr = val
-	case "redis-url":
-		v.redisURL = val
-	case "provider":
-		if val != "openai" && val != "anthropic" {
-			return fmt.Errorf("option '--provider <provider>' argument '%s' is invalid. --provider must be openai or anthropic.", val)
-		}
-		v.provider = val
-	case "model":
-		v.model = val
-	case "log-level":
-		v.logLevel = val
-	case "llm-timeout":
-		if v.llmTimeout, err = num(); err != nil || v.llmTimeout <= 0 {
-			return fmt.Errorf("option '--llm-timeout <seconds>' argument '%s' is invalid. --llm-timeout must be a positive integer number of seconds.", val)
-		}
-	case "max-concurrent":
-		// Not a number: no limit, as in the original.
-		v.maxConcurrent, _ = strconv.Atoi(val)
-	case "max-body-bytes":
-		n, err := num()
-		if err != nil || n < 1 {
-			return fmt.Errorf("option '--max-body-bytes' argument '%s' is invalid", val)
-		}
-		v.maxBodyBytes = int64(n)
-	case "body-timeout-ms":
-		if v.bodyTimeoutMs, err = num(); err != nil || v.bodyTimeoutMs < 1 {
-			return fmt.Errorf("option '--body-timeout-ms' argument '%s' is invalid", val)
-		}
-	case "sweep-expired-gates":
-		if v.sweep, err = num(); err != nil {
-			return err
-		}
-	case "refresh":
-		d, err := time.ParseDuration(val)
+	}), "max-concurrent", "`n` deliveries handled at once; more are answered busy (0 or not a number: no limit)")
+	fs.Var(checked(&v.maxBodyBytes, positive[int64]("--max-body-bytes must be a positive integer")),
+		"max-body-bytes", "largest request body accepted, in `bytes`")
+	fs.Var(checked(&v.bodyTimeoutMs, positive[int]("--body-timeout-ms must be a positive integer")),
+		"body-timeout-ms", "`milliseconds` a request body may take to arrive")
+	fs.Var(checked(&v.sweep, func(s string) (int, error) { return strconv.Atoi(s) }),
+		"sweep-expired-gates", "ignored (`seconds`): engine-svc carries out expired gates itself (engine-svc -sweep-interval)")
+	fs.Var(checked(&v.refresh, func(s string) (time.Duration, error) {
+		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
-			return fmt.Errorf("option '--refresh' argument '%s' is invalid", val)
+			return 0, errors.New("--refresh must be a positive duration such as 2s")
 		}
-		v.refresh = d
-	default:
-		return fmt.Errorf("unknown option '--%s'", name)
+		return d, nil
+	}), "refresh", "how often (a `duration`) the registered workflows are re-read")
+	if err := fs.Parse(args); err != nil {
+		return v, err
 	}
+	if fs.NArg() > 0 {
+		err := fmt.Errorf("unexpected argument '%s'", fs.Arg(0))
+		fmt.Fprintln(out, err)
+		fs.Usage()
+		return v, err
+	}
+	return v, nil
+}
+
+// value is a flag.Value that parses with parse and keeps the result in *p.
+type value[T any] struct {
+	p     *T
+	parse func(string) (T, error)
+}
+
+func checked[T any](p *T, parse func(string) (T, error)) *value[T] {
+	return &value[T]{p: p, parse: parse}
+}
+
+func (v *value[T]) String() string {
+	var x T // the zero value, for a flag.Value that the flag package made
+	if v != nil && v.p != nil {
+		x = *v.p
+	}
+	if s, ok := any(x).(string); ok {
+		return s
+	}
+	return fmt.Sprint(x)
+}
+
+func (v *value[T]) Set(s string) error {
+	x, err := v.parse(s)
+	if err != nil {
+		return err
+	}
+	*v.p = x
 	return nil
+}
+
+// positive parses a whole number of at least 1.
+func positive[T int | int64](msg string) func(string) (T, error) {
+	return func(s string) (T, error) {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 || int64(T(n)) != n {
+			return 0, errors.New(msg)
+		}
+		return T(n), nil
+	}
 }

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -53,11 +54,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	fs := flag.NewFlagSet("mcp-svc", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", envOr("REALM_MCP_LISTEN", "127.0.0.1:8080"), "HTTP listen address")
-	engineAddr := fs.String("engine-addr", envOr(client.EngineAddrEnv, client.DefaultEngineAddr), "engine-svc gRPC address (host:port, or a comma-separated list of replicas)")
-	devFlag := fs.Bool("dev", false, "disable the token check (local development only)")
-	origins := fs.String("allowed-origins", getenv("REALM_MCP_ALLOWED_ORIGINS"), "comma-separated browser origins accepted besides loopback ones")
+	addr := fs.String("addr", envOr("REALM_MCP_LISTEN", "127.0.0.1:8080"), "HTTP listen address (env REALM_MCP_LISTEN)")
+	engineAddr := fs.String("engine-addr", envOr(client.EngineAddrEnv, client.DefaultEngineAddr), "engine-svc gRPC address (host:port, or a comma-separated list of replicas) (env "+client.EngineAddrEnv+")")
+	devFlag := fs.Bool("dev", false, "disable the token check (local development only) (env "+mcpserver.DevEnv+"=1)")
+	origins := fs.String("allowed-origins", getenv("REALM_MCP_ALLOWED_ORIGINS"), "comma-separated browser origins accepted besides loopback ones (env REALM_MCP_ALLOWED_ORIGINS)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // -help: the usage is printed, and that is all
+		}
 		return err
 	}
 

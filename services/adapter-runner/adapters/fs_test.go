@@ -32,7 +32,7 @@ func TestFilesystemReadsFilesBelowItsRoot(t *testing.T) {
 		}
 		return p
 	}
-	claim := write(root, "claim.txt", "Taxi 12.50\nHotel 80\n")
+	write(root, "claim.txt", "Taxi 12.50\nHotel 80\n")
 	secret := write(outside, "secret.txt", "no")
 	if err := os.Symlink(secret, filepath.Join(root, "link.txt")); err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestFilesystemReadsFilesBelowItsRoot(t *testing.T) {
 	}
 	// The root may itself be reached through a symlink (macOS /var).
 	realRoot, _ := filepath.EvalSymlinks(root)
-	claim = filepath.Join(realRoot, "claim.txt")
+	claim := filepath.Join(realRoot, "claim.txt")
 
 	s := serve(t, mustCatalog(t, root))
 	tests := []struct {
