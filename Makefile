@@ -6,6 +6,10 @@
 SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 
+# Use the toolchain go.work names (see scripts/lib.sh), unless the
+# environment sets GOTOOLCHAIN.
+export GOTOOLCHAIN ?= auto
+
 BIN     := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.0.0-dev)
 LDFLAGS := -X github.com/realm-go/realm/pkg/version.Version=$(VERSION)

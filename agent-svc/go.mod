@@ -2,6 +2,8 @@ module github.com/realm-go/realm/agent-svc
 
 go 1.26.8
 
+toolchain go1.26.11
+
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0

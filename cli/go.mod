@@ -2,6 +2,8 @@ module github.com/realm-go/realm/cli
 
 go 1.26.8
 
+toolchain go1.26.11
+
 require (
 	github.com/creack/pty v1.1.24
 	github.com/google/uuid v1.6.0

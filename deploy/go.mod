@@ -2,6 +2,8 @@ module github.com/realm-go/realm/deploy
 
 go 1.26.8
 
+toolchain go1.26.11
+
 require (
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2

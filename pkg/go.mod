@@ -2,6 +2,8 @@ module github.com/realm-go/realm/pkg
 
 go 1.26.8
 
+toolchain go1.26.11
+
 require (
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1
 	github.com/prometheus/client_golang v1.25.0

@@ -1,5 +1,12 @@
 # Shared helpers for the scripts in this folder. Source it; do not run it.
 
+# The toolchain is the one go.work's toolchain line names (a patch release
+# with the standard library's security fixes). A Go installation whose
+# go.env says GOTOOLCHAIN=local would keep its own; auto lets the go command
+# fetch the named one through the module proxy, once. An explicit
+# GOTOOLCHAIN in the environment still wins.
+export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
+
 # repo_root prints the repository's root folder.
 repo_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 

@@ -2,6 +2,8 @@ module github.com/realm-go/realm/services
 
 go 1.26.8
 
+toolchain go1.26.11
+
 require (
 	github.com/realm-go/realm/engine-svc v0.0.0
 	github.com/realm-go/realm/pkg v0.0.0

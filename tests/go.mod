@@ -2,6 +2,8 @@ module github.com/realm-go/realm/tests
 
 go 1.26.8
 
+toolchain go1.26.11
+
 require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/realm-go/realm/pkg v0.0.0

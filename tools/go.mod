@@ -2,6 +2,8 @@ module github.com/realm-go/realm/tools
 
 go 1.26.8
 
+toolchain go1.26.11
+
 tool (
 	github.com/bufbuild/buf/cmd/buf
 	golang.org/x/vuln/cmd/govulncheck

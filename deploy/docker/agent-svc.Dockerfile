@@ -5,7 +5,7 @@
 # The binary is static (CGO off) and the final image is distroless/static:
 # no shell, no package manager, user 65532 (nonroot).
 
-ARG GO_VERSION=1.26.8
+ARG GO_VERSION=1.26.11
 
 FROM golang:${GO_VERSION} AS build
 WORKDIR /src

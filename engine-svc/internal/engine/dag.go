@@ -22,7 +22,6 @@ const (
 // depCounts classifies a step's dependencies.
 type depCounts struct {
 	c, f, s, u int
-	firstBad   record.Dep // first dep that made a rule unsatisfiable
 	last       record.Dep
 }
 

@@ -123,7 +123,6 @@ type claimed struct {
 	token     string
 	input     map[string]any
 	resources map[string]any
-	inputErr  error
 }
 
 // resources are the outputs of the steps that have run, plus $settlement.

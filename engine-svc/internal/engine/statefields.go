@@ -155,10 +155,7 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 			// drive_failures.entries (seed 001).
 			costs := make([]any, 0, len(df.Entries))
 			for _, f := range df.Entries {
-				reqs := make([]any, 0, len(f.Usage))
-				for _, u := range f.Usage {
-					reqs = append(reqs, u)
-				}
+				reqs := append(make([]any, 0, len(f.Usage)), f.Usage...)
 				c := map[string]any{"step": f.Step, "at": f.At}
 				if cost := costOf(map[string]any{"cache": map[string]any{"requests": normalizeJSON(reqs), "basis": "unobservable", "state": "unobservable"}}); cost != nil {
 					c["cost"] = cost

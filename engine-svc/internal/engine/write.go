@@ -301,11 +301,6 @@ func indexOp(index, member string, at time.Time) store.IndexOp {
 	return store.IndexOp{Index: index, Member: member, Score: float64(at.UnixMilli())}
 }
 
-// indexRemove removes a run from a bucket index.
-func indexRemove(index, member string) store.IndexOp {
-	return store.IndexOp{Index: index, Member: member, Remove: true}
-}
-
 // timerIndexes are the bucket indexes that find runs needing attention
 // without loading every run (store.IndexClaims and the rest), set from the
 // run as this write leaves it, in the same atomic script.
