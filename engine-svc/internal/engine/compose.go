@@ -30,8 +30,10 @@ func readFailure(command, runID string, err error) (*realmv1.Reply, bool) {
 	return nil, false
 }
 
-// stepReply is the reply of a step that completed in this call.
-func (t *txn) stepReply(command, step string) *realmv1.Reply {
+// overridingReply is the reply that stands in for a call's own when its
+// write opened a gate, reached an outcome that has its own reply, or could
+// not render a gate's message; nil otherwise.
+func (t *txn) overridingReply(command string) *realmv1.Reply {
 	if t.openedGate != "" {
 		return t.gateReply(command)
 	}
@@ -40,6 +42,14 @@ func (t *txn) stepReply(command, step string) *realmv1.Reply {
 	}
 	if t.gateErr != nil {
 		return t.gateMessageReply(command, t.gateErr)
+	}
+	return nil
+}
+
+// stepReply is the reply of a step that completed in this call.
+func (t *txn) stepReply(command, step string) *realmv1.Reply {
+	if r := t.overridingReply(command); r != nil {
+		return r
 	}
 	r := t.envelope(command)
 	v := t.view()

@@ -174,14 +174,8 @@ func (t *txn) startChain() {
 
 // createdReply is start_run's reply for a run it created.
 func (t *txn) createdReply(command string) *realmv1.Reply {
-	if t.openedGate != "" {
-		return t.gateReply(command)
-	}
-	if r := t.outcomeReply(command); r != nil {
+	if r := t.overridingReply(command); r != nil {
 		return r
-	}
-	if t.gateErr != nil {
-		return t.gateMessageReply(command, t.gateErr)
 	}
 	r := t.envelope(command)
 	v := t.view()
