@@ -84,7 +84,7 @@ ok=$(grep -c '^ok ' "$log" || true)
 failed=$(grep -cE '^(FAIL|---? FAIL)[[:space:]]' "$log" || true)
 notests=$(grep -c '^? ' "$log" || true)
 echo
-echo "Summary: $ok package(s) passed, $notests without tests, exit status $status."
+echo "Summary: $ok package(s) passed, $notests without tests, exit status $status, in $((SECONDS / 60))m$((SECONDS % 60))s."
 if [[ $status -ne 0 ]]; then
 	echo "FAILED ($failed failure line(s) above)."
 fi
