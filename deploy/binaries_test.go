@@ -66,25 +66,18 @@ var binaries = []binary{
 	{name: "example-runner", cmd: "services/example-runner/cmd/example-runner", workload: "runner-examples", listenFlag: "listen", defaultListen: "127.0.0.1:0", port: 7072, graceFlag: "shutdown-timeout"},
 }
 
-// helpFlags runs `go run ./<cmd> --help` and returns each flag's default
-// ("" when --help prints none). The executable is cached by the go command,
-// so only the first run after a change builds.
-func helpFlags(cmd string) (map[string]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+// helpFlags runs the built binary of cmd (builtBinaries) with --help and
+// returns each flag's default ("" when --help prints none).
+func helpFlags(bin, cmd string) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := exec.CommandContext(ctx, "go", "run", "./"+cmd, "--help")
-	c.Dir = repoRoot
-	for _, kv := range os.Environ() {
-		// Defaults read from the environment would hide the built-in ones.
-		// GOWORK=off would hide the workspace the mains build in.
-		if !strings.HasPrefix(kv, "REALM_") && !strings.HasPrefix(kv, "REDIS_URL=") && !strings.HasPrefix(kv, "GOWORK=") {
-			c.Env = append(c.Env, kv)
-		}
-	}
+	c := exec.CommandContext(ctx, filepath.Join(bin, filepath.Base(cmd)), "--help")
+	// Defaults read from the environment would hide the built-in ones.
+	c.Env = helpEnv()
 	out, _ := c.CombinedOutput() // --help exits 0 or 2 by flag handling; the text is what counts
 	flags := parseHelp(string(out))
 	if len(flags) == 0 {
-		return nil, fmt.Errorf("go run ./%s --help printed no flags:\n%s", cmd, out)
+		return nil, fmt.Errorf("%s --help printed no flags:\n%s", filepath.Base(cmd), out)
 	}
 	return flags, nil
 }
@@ -141,7 +134,8 @@ func TestManifestsMatchTheFlagsTheBinariesRead(t *testing.T) {
 		}
 		helps[b.name] = nil
 	}
-	// Build and ask every binary at once: the first build is the slow part.
+	bin, _ := builtBinaries(t)
+	// Ask every binary at once.
 	type result struct {
 		name  string
 		flags map[string]string
@@ -150,7 +144,7 @@ func TestManifestsMatchTheFlagsTheBinariesRead(t *testing.T) {
 	results := make(chan result, len(helps))
 	for _, b := range binaries {
 		go func() {
-			flags, err := helpFlags(b.cmd)
+			flags, err := helpFlags(bin, b.cmd)
 			results <- result{b.name, flags, err}
 		}()
 	}

@@ -3,6 +3,8 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -13,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -20,18 +23,17 @@ import (
 // mainPackages are the binaries of the repository: every <module>/cmd/<name>
 // and services/<x>/cmd/<name> folder (as the Makefile's CMDS), so a new
 // binary is covered without editing this file.
-func mainPackages(t *testing.T) []string {
-	t.Helper()
+func mainPackages() ([]string, error) {
 	var cmds []string
 	for _, glob := range []string{"*/cmd/*/*.go", "*/*/cmd/*/*.go"} {
 		files, err := filepath.Glob(filepath.Join(repoRoot, glob))
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		for _, f := range files {
 			rel, err := filepath.Rel(repoRoot, filepath.Dir(f))
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			if !slices.Contains(cmds, rel) {
 				cmds = append(cmds, rel)
@@ -40,9 +42,60 @@ func mainPackages(t *testing.T) []string {
 	}
 	slices.Sort(cmds)
 	if len(cmds) == 0 {
-		t.Fatal("no */cmd/* main packages found")
+		return nil, errors.New("no */cmd/* main packages found")
 	}
-	return cmds
+	return cmds, nil
+}
+
+// built is every binary, built once for all of this package's tests: one
+// go build of them all compiles each shared package once, where a build per
+// test (or a go run per binary) did the work several times over and, on a
+// cold cache on two busy cores, ran past its deadline.
+var built struct {
+	once sync.Once
+	dir  string
+	cmds []string
+	err  error
+}
+
+// builtBinaries returns the folder holding every binary (named as its cmd
+// folder) and their main packages.
+func builtBinaries(t *testing.T) (string, []string) {
+	t.Helper()
+	built.once.Do(func() {
+		built.cmds, built.err = mainPackages()
+		if built.err != nil {
+			return
+		}
+		built.dir, built.err = os.MkdirTemp("", "realm-deploy-bin-")
+		if built.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+		defer cancel()
+		args := []string{"build", "-o", built.dir + string(filepath.Separator)}
+		for _, c := range built.cmds {
+			args = append(args, "./"+c)
+		}
+		build := exec.CommandContext(ctx, "go", args...)
+		build.Dir = repoRoot
+		build.Env = helpEnv()
+		if out, err := build.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.dir, built.cmds
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 var kebab = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
@@ -53,20 +106,7 @@ var kebab = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
 // environment variable each flag falls back to.
 func TestEveryBinaryAnswersHelp(t *testing.T) {
 	t.Parallel()
-	cmds := mainPackages(t)
-	bin := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	args := []string{"build", "-o", bin + string(filepath.Separator)}
-	for _, c := range cmds {
-		args = append(args, "./"+c)
-	}
-	build := exec.CommandContext(ctx, "go", args...)
-	build.Dir = repoRoot
-	build.Env = helpEnv()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	bin, cmds := builtBinaries(t)
 
 	for _, c := range cmds {
 		name := filepath.Base(c)
