@@ -1,8 +1,9 @@
 // Command engine-svc serves the Realm engine over gRPC.
 //
-//	engine-svc [--addr 127.0.0.1:7070] [--data-dir ~/.realm] [--redis-url redis://…] [--metrics-addr :9090]
+//	engine-svc [--addr 127.0.0.1:7070] [--data-dir ~/.realm] [--redis-url redis://… | --redis-cluster-addrs a,b,c | --redis-sentinel-addrs a,b --redis-sentinel-master m] [--metrics-addr :9090]
 //
-// Without --redis-url (or REDIS_URL) it runs an embedded Redis persisted
+// Without a Redis (--redis-url, --redis-cluster-addrs or --redis-sentinel-addrs,
+// or their env) it runs an embedded Redis persisted
 // under --data-dir, so a laptop needs nothing else.
 package main
 
@@ -20,7 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -34,6 +34,7 @@ import (
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/logging"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/redisconn"
 	"github.com/realm-go/realm/pkg/tracing"
 )
 
@@ -63,7 +64,8 @@ func defaultDataDir() string {
 func run(log *slog.Logger) error {
 	addr := flag.String("addr", envOr("REALM_ENGINE_LISTEN", "127.0.0.1:7070"), "gRPC listen address (env REALM_ENGINE_LISTEN)")
 	dataDir := flag.String("data-dir", envOr("REALM_DATA_DIR", defaultDataDir()), "directory of the embedded store (env REALM_DATA_DIR)")
-	redisURL := flag.String("redis-url", os.Getenv("REDIS_URL"), "Redis URL; empty runs the embedded store (env REDIS_URL)")
+	var rf redisconn.Flags
+	rf.Register(flag.CommandLine, os.Getenv, "Redis URL; no Redis given runs the embedded store")
 	buckets := flag.Int("buckets", 256, "run buckets of a new store (fixed once created)")
 	grace := flag.Duration("shutdown-grace", 60*time.Second, "how long in-flight calls may finish on shutdown")
 	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often expired gates that declare on_expiry are carried out (0 turns the sweeper off)")
@@ -84,21 +86,22 @@ func run(log *slog.Logger) error {
 	}
 	defer tracing.Stop(shutdownTracing, func(err error) { log.Warn("tracing shutdown", "err", err) })
 
-	url := *redisURL
-	if url == "" {
+	if !rf.Configured() {
 		srv, err := embedded.Open(ctx, *dataDir, log)
 		if err != nil {
 			return fmt.Errorf("open embedded store in %s: %w", *dataDir, err)
 		}
 		defer srv.Close()
-		url = "redis://" + srv.Addr()
+		rf = redisconn.Flags{URL: "redis://" + srv.Addr()}
 		log.Info("embedded store", "data_dir", *dataDir)
+	} else {
+		log.Info("redis store", "redis", rf.String())
 	}
-	opt, err := redis.ParseURL(url)
+	// Not Open: whether the store answers is checked below, with the store.
+	client, err := rf.NewClient()
 	if err != nil {
-		return fmt.Errorf("redis url: %w", err)
+		return fmt.Errorf("store: %w", err)
 	}
-	client := redis.NewClient(opt)
 	defer client.Close()
 	mreg := metrics.NewRegistry()
 	client.AddHook(metrics.RedisHook(mreg))

@@ -1,0 +1,153 @@
+package redisconn
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"flag"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestRegisterFallsBackToEnv(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		EnvURL: " redis://a:1 ", EnvClusterAddrs: "c1,c2", EnvSentinelAddrs: "s1", EnvSentinelMaster: "m",
+		EnvCA: "/ca.pem", EnvPassword: "pw",
+	}
+	var f Flags
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	f.Register(fs, func(k string) string { return env[k] }, "Redis of the test")
+	want := Flags{URL: "redis://a:1", ClusterAddrs: "c1,c2", SentinelAddrs: "s1", SentinelMaster: "m", CA: "/ca.pem", Password: "pw"}
+	if f != want {
+		t.Fatalf("from env: got %+v, want %+v", f, want)
+	}
+	if err := fs.Parse([]string{"--redis-url", "redis://b:2", "--redis-cluster-addrs", ""}); err != nil {
+		t.Fatal(err)
+	}
+	if f.URL != "redis://b:2" || f.ClusterAddrs != "" {
+		t.Fatalf("flags do not override env: %+v", f)
+	}
+	var help strings.Builder
+	fs.SetOutput(&help)
+	fs.PrintDefaults()
+	for _, e := range []string{EnvURL, EnvClusterAddrs, EnvSentinelAddrs, EnvSentinelMaster, EnvCA, EnvPassword, "Redis of the test"} {
+		if !strings.Contains(help.String(), e) {
+			t.Errorf("help does not name %s:\n%s", e, help.String())
+		}
+	}
+}
+
+func TestClientPicksTopology(t *testing.T) {
+	t.Parallel()
+	ca := writeCA(t)
+	tests := []struct {
+		name    string
+		f       Flags
+		check   func(t *testing.T, c redis.UniversalClient)
+		wantErr string
+		desc    string
+	}{
+		{name: "none", f: Flags{}, wantErr: "no Redis given", desc: "none"},
+		{name: "two topologies", f: Flags{URL: "redis://a:1", ClusterAddrs: "b:2"}, wantErr: "only one of"},
+		{name: "sentinel without master", f: Flags{SentinelAddrs: "s:1"}, wantErr: "--redis-sentinel-master"},
+		{name: "bad url", f: Flags{URL: "http://a:1"}, wantErr: "--redis-url"},
+		{name: "ca without tls", f: Flags{URL: "redis://a:1", CA: ca}, wantErr: "rediss://"},
+		{name: "missing ca", f: Flags{URL: "rediss://a:1", CA: filepath.Join(t.TempDir(), "none.pem")}, wantErr: "--redis-ca"},
+		{
+			name: "standalone, password from env", f: Flags{URL: "redis://u@a:1/2", Password: "pw"}, desc: "redis://u@a:1/2",
+			check: func(t *testing.T, c redis.UniversalClient) {
+				o := c.(*redis.Client).Options()
+				if o.Addr != "a:1" || o.DB != 2 || o.Username != "u" || o.Password != "pw" || o.TLSConfig != nil {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
+		{
+			name: "url password wins, redacted", f: Flags{URL: "rediss://u:secret@a:1", Password: "pw", CA: ca}, desc: "rediss://u:xxxxx@a:1",
+			check: func(t *testing.T, c redis.UniversalClient) {
+				o := c.(*redis.Client).Options()
+				if o.Password != "secret" || o.TLSConfig == nil || o.TLSConfig.RootCAs == nil {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
+		{
+			name: "cluster", f: Flags{ClusterAddrs: " c1:1, c2:2 ,", Password: "pw", CA: ca}, desc: "cluster c1:1,c2:2",
+			check: func(t *testing.T, c redis.UniversalClient) {
+				o := c.(*redis.ClusterClient).Options()
+				if strings.Join(o.Addrs, ",") != "c1:1,c2:2" || o.Password != "pw" || o.TLSConfig == nil {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
+		{
+			name: "sentinel", f: Flags{SentinelAddrs: "s1:1,s2:2", SentinelMaster: "mymaster", Password: "pw"}, desc: "sentinel master mymaster via s1:1,s2:2",
+			check: func(t *testing.T, c redis.UniversalClient) {
+				o := c.(*redis.Client).Options()
+				if o.Addr != "FailoverClient" || o.Password != "pw" {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if tt.desc != "" && tt.f.String() != tt.desc {
+				t.Errorf("String() = %q, want %q", tt.f.String(), tt.desc)
+			}
+			c, err := tt.f.NewClient()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one naming %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestOpenFailsWhenUnreachable(t *testing.T) {
+	t.Parallel()
+	f := Flags{URL: "redis://127.0.0.1:1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := f.Open(ctx); err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("err = %v, want unreachable", err)
+	}
+}
+
+// writeCA writes a self-signed certificate as a PEM file.
+func writeCA(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
