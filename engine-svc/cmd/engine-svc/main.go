@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -66,6 +67,7 @@ func run(log *slog.Logger) error {
 	dataDir := flag.String("data-dir", envOr("REALM_DATA_DIR", defaultDataDir()), "directory of the embedded store (env REALM_DATA_DIR)")
 	var rf redisconn.Flags
 	rf.Register(flag.CommandLine, os.Getenv, "Redis URL; no Redis given runs the embedded store")
+	waitReplicas := flag.Int("redis-wait-replicas", 0, "acknowledge a commit only once WAIT sees this many replicas hold it, so a failover does not lose it (0: off)")
 	buckets := flag.Int("buckets", 256, "run buckets of a new store (fixed once created)")
 	grace := flag.Duration("shutdown-grace", 60*time.Second, "how long in-flight calls may finish on shutdown")
 	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often expired gates that declare on_expiry are carried out (0 turns the sweeper off)")
@@ -87,6 +89,9 @@ func run(log *slog.Logger) error {
 	defer tracing.Stop(shutdownTracing, func(err error) { log.Warn("tracing shutdown", "err", err) })
 
 	if !rf.Configured() {
+		if *waitReplicas > 0 {
+			return errors.New("--redis-wait-replicas needs a Redis with replicas; the embedded store has none")
+		}
 		srv, err := embedded.Open(ctx, *dataDir, log)
 		if err != nil {
 			return fmt.Errorf("open embedded store in %s: %w", *dataDir, err)
@@ -103,9 +108,14 @@ func run(log *slog.Logger) error {
 		return fmt.Errorf("store: %w", err)
 	}
 	defer client.Close()
+	if rf.Configured() {
+		if err := checkEviction(ctx, log, client); err != nil {
+			return err
+		}
+	}
 	mreg := metrics.NewRegistry()
 	client.AddHook(metrics.RedisHook(mreg))
-	st := store.NewRedis(client, store.Options{Prefix: *prefix, Buckets: *buckets})
+	st := store.NewRedis(client, store.Options{Prefix: *prefix, Buckets: *buckets, WaitReplicas: *waitReplicas})
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := st.Ping(pingCtx); err != nil {
@@ -166,6 +176,22 @@ func run(log *slog.Logger) error {
 		if !eng.WaitDrives(5 * time.Second) {
 			log.Warn("some calls did not release their claims in time; they wait for their deadline or realm run reclaim")
 		}
+	}
+	return nil
+}
+
+// checkEviction refuses a Redis that may evict run keys. A policy it cannot
+// read (CONFIG renamed by a managed Redis, the server not up yet) is only
+// warned about: the operator answers for it.
+func checkEviction(ctx context.Context, log *slog.Logger, c redis.UniversalClient) error {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := store.CheckEviction(cctx, c)
+	if errors.Is(err, store.ErrEvicting) {
+		return err
+	}
+	if err != nil {
+		log.Warn("could not read Redis's maxmemory-policy; it must be noeviction, or run keys can be evicted", "err", err)
 	}
 	return nil
 }
