@@ -9,9 +9,13 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"flag"
+	"fmt"
 	"math/big"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +154,61 @@ func writeCA(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// A master watched by a Sentinel of the test's own: Open finds the master
+// through the Sentinel, and writes reach it.
+func TestOpenThroughSentinel(t *testing.T) {
+	t.Parallel()
+	master := startServer(t, "redis-server")
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf")
+	body := fmt.Sprintf("sentinel monitor realmtest 127.0.0.1 %d 1\nsentinel down-after-milliseconds realmtest 5000\n", master)
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sentinel := startServer(t, "redis-server", conf, "--sentinel")
+	f := Flags{SentinelAddrs: fmt.Sprintf("127.0.0.1:%d", sentinel), SentinelMaster: "realmtest"}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := f.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	direct := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", master)})
+	defer direct.Close()
+	if v, err := direct.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("the master does not hold the write: %q, %v", v, err)
+	}
+}
+
+// startServer runs redis-server (a config file first, if any, then args)
+// on a free port until the test ends, and waits until it answers.
+func startServer(t *testing.T, bin string, args ...string) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	args = append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir())
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s (part of the redis-server package, which make test installs): %v", bin, err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
+	defer c.Close()
+	for i := 0; c.Ping(context.Background()).Err() != nil; i++ {
+		if i > 100 {
+			t.Fatalf("%s on %d did not answer", bin, port)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return port
 }
