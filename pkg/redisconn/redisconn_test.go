@@ -32,9 +32,9 @@ func TestRegisterFallsBackToEnv(t *testing.T) {
 	var f Flags
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	f.Register(fs, func(k string) string { return env[k] }, "Redis of the test")
-	want := Flags{URL: "redis://a:1", ClusterAddrs: "c1,c2", SentinelAddrs: "s1", SentinelMaster: "m", CA: "/ca.pem", Password: "pw"}
-	if f != want {
-		t.Fatalf("from env: got %+v, want %+v", f, want)
+	got := [6]string{f.URL, f.ClusterAddrs, f.SentinelAddrs, f.SentinelMaster, f.CA, f.Password}
+	if want := [6]string{"redis://a:1", "c1,c2", "s1", "m", "/ca.pem", "pw"}; got != want {
+		t.Fatalf("from env: got %q, want %q", got, want)
 	}
 	if err := fs.Parse([]string{"--redis-url", "redis://b:2", "--redis-cluster-addrs", ""}); err != nil {
 		t.Fatal(err)
@@ -45,10 +45,58 @@ func TestRegisterFallsBackToEnv(t *testing.T) {
 	var help strings.Builder
 	fs.SetOutput(&help)
 	fs.PrintDefaults()
-	for _, e := range []string{EnvURL, EnvClusterAddrs, EnvSentinelAddrs, EnvSentinelMaster, EnvCA, EnvPassword, "Redis of the test"} {
+	for _, e := range []string{EnvURL, EnvClusterAddrs, EnvSentinelAddrs, EnvSentinelMaster, EnvCA, EnvPassword, "Redis of the test", "-redis-url url"} {
 		if !strings.Contains(help.String(), e) {
 			t.Errorf("help does not name %s:\n%s", e, help.String())
 		}
+	}
+}
+
+// A flag wins over the environment; from the environment alone REDIS_URL
+// wins (make test sets REDIS_URL and REDIS_CLUSTER_ADDRS for every
+// process); two flags are refused.
+func TestTopologyPrecedence(t *testing.T) {
+	t.Parallel()
+	both := map[string]string{EnvURL: "redis://a:1", EnvClusterAddrs: "c:1", EnvSentinelAddrs: "s:1", EnvSentinelMaster: "m"}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		want    string
+		wantErr string
+	}{
+		{name: "env only", env: both, want: "redis://a:1"},
+		{name: "cluster env only", env: map[string]string{EnvClusterAddrs: "c:1"}, want: "cluster c:1"},
+		{name: "cluster flag over url env", env: both, args: []string{"--redis-cluster-addrs", "c:2"}, want: "cluster c:2"},
+		{name: "sentinel flag over env", env: both, args: []string{"--redis-sentinel-addrs", "s:2"}, want: "sentinel master m via s:2"},
+		{name: "url flag over env", env: both, args: []string{"--redis-url", "redis://b:2"}, want: "redis://b:2"},
+		{name: "two flags", args: []string{"--redis-url", "redis://b:2", "--redis-cluster-addrs", "c:2"}, wantErr: "only one of"},
+		{name: "none", want: "none", wantErr: "no Redis given"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var f Flags
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			f.Register(fs, func(k string) string { return tt.env[k] }, "Redis")
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			if tt.want != "" && f.String() != tt.want {
+				t.Errorf("String() = %q, want %q", f.String(), tt.want)
+			}
+			c, err := f.NewClient()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one naming %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = c.Close()
+		})
 	}
 }
 
