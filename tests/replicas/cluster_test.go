@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -106,15 +108,8 @@ func TestEngineBinaryDrivesARunOnTheCluster(t *testing.T) {
 	prefix := clusterPrefix(t, addrs)
 	bins := buildBinaries(t)
 
-	// Only the flag names the Redis: a REDIS_URL would be a second one.
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "REDIS_") {
-			env = append(env, kv)
-		}
-	}
 	addr := freeAddr(t)
-	p, err := startEnv(t, "engine-svc (cluster)", bins.engine, env, "--addr", addr, "--redis-cluster-addrs", addrs,
+	p, err := startEnv(t, "engine-svc (cluster)", bins.engine, noRedisEnv(), "--addr", addr, "--redis-cluster-addrs", addrs,
 		"--redis-prefix", prefix, "--shutdown-grace", "1s")
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +121,14 @@ func TestEngineBinaryDrivesARunOnTheCluster(t *testing.T) {
 		t.Errorf("engine-svc does not log the Cluster it uses:\n%s", p.out.String())
 	}
 
+	driveShipping(ctx, t, addr)
+}
+
+// driveShipping registers the shipping workflow on the engine at addr,
+// serves its handler, and drives a run through the gate, the guard and the
+// handler step to completed.
+func driveShipping(ctx context.Context, t *testing.T, addr string) {
+	t.Helper()
 	eng, conn, err := client.DialEngine(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
@@ -196,5 +199,39 @@ func TestEngineBinaryDrivesARunOnTheCluster(t *testing.T) {
 	}
 	if n := h.calls.Load(); n != 1 {
 		t.Errorf("the handler ran %d times, want once", n)
+	}
+}
+
+// The engine-svc binary on a master watched by a Sentinel of the test's
+// own (--redis-sentinel-addrs, --redis-sentinel-master) drives the same run.
+func TestEngineBinaryDrivesARunThroughSentinel(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	master := startRedisServer(t)
+	conf := filepath.Join(t.TempDir(), "sentinel.conf")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("sentinel monitor realmtest 127.0.0.1 %d 1\n", master)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sentinel := startRedisServer(t, conf, "--sentinel")
+	bins := buildBinaries(t)
+	addr := freeAddr(t)
+	sentinels := fmt.Sprintf("127.0.0.1:%d", sentinel)
+	p, err := startEnv(t, "engine-svc (sentinel)", bins.engine, noRedisEnv(), "--addr", addr,
+		"--redis-sentinel-addrs", sentinels, "--redis-sentinel-master", "realmtest", "--shutdown-grace", "1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitEngine(p, "engine-svc (sentinel)", addr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(p.out.String(), "sentinel master realmtest via "+sentinels) {
+		t.Errorf("engine-svc does not log the Sentinel it uses:\n%s", p.out.String())
+	}
+	driveShipping(ctx, t, addr)
+	direct := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", master)})
+	defer direct.Close()
+	if keys, err := direct.Keys(ctx, "realm:*").Result(); err != nil || len(keys) == 0 {
+		t.Errorf("the master holds no run keys: %v, %v", keys, err)
 	}
 }

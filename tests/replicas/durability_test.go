@@ -81,8 +81,8 @@ func TestEngineBinaryReportsUnconfirmedCommits(t *testing.T) {
 	}
 }
 
-// startRedisServer runs a throwaway redis-server with args on a free port
-// until the test ends.
+// startRedisServer runs a throwaway redis-server with args (a config file
+// first, if any) on a free port until the test ends.
 func startRedisServer(t *testing.T, args ...string) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -91,7 +91,9 @@ func startRedisServer(t *testing.T, args ...string) int {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	cmd := exec.Command("redis-server", append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir()}, args...)...)
+	// A config file, if any, must come first.
+	args = append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir())
+	cmd := exec.Command("redis-server", args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("redis-server (make test installs it): %v", err)
 	}
