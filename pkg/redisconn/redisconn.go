@@ -84,10 +84,13 @@ func (f *Flags) Register(fs *flag.FlagSet, getenv func(string) string, urlUsage 
 	}
 	f.fromEnv = map[string]bool{}
 	def := func(p *string, name, envName, usage string) {
+		// Defined before the environment is read: help and docs/cli.md
+		// show no default, whatever the environment holds.
+		*p = ""
+		fs.Var(envValue{p: p, name: name, fromEnv: f.fromEnv}, name, usage)
 		if *p = strings.TrimSpace(getenv(envName)); *p != "" {
 			f.fromEnv[name] = true
 		}
-		fs.Var(envValue{p: p, name: name, fromEnv: f.fromEnv}, name, usage)
 	}
 	def(&f.URL, "redis-url", EnvURL, urlUsage+" (a `url`: redis://, or rediss:// for TLS; user and password in the URL or REDIS_PASSWORD) (env REDIS_URL)")
 	def(&f.ClusterAddrs, "redis-cluster-addrs", EnvClusterAddrs, "comma-separated seed `addresses` of a Redis Cluster, instead of --redis-url (env REDIS_CLUSTER_ADDRS)")

@@ -50,6 +50,9 @@ func TestRegisterFallsBackToEnv(t *testing.T) {
 			t.Errorf("help does not name %s:\n%s", e, help.String())
 		}
 	}
+	if strings.Contains(help.String(), "default") {
+		t.Errorf("help shows the environment's values as defaults:\n%s", help.String())
+	}
 }
 
 // A flag wins over the environment; from the environment alone REDIS_URL
