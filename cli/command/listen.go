@@ -3,6 +3,7 @@ package command
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -13,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,6 +21,7 @@ import (
 	"github.com/realm-go/realm/listen-svc/dedup"
 	"github.com/realm-go/realm/listen-svc/webhook"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/redisconn"
 	"github.com/realm-go/realm/pkg/source"
 )
 
@@ -37,6 +38,7 @@ type listenFlags struct {
 	provider, model, llmTimeout string
 	sweep                       string
 	agentAddr                   string
+	redis                       redisconn.Flags
 }
 
 func (a *app) listenCommand() *cobra.Command {
@@ -47,7 +49,8 @@ func (a *app) listenCommand() *cobra.Command {
 		Long: "Serve each given workflow's trigger: block (folders holding workflow.yaml, or .yaml files; none: the\n" +
 			"current folder) over plaintext HTTP. Each request is verified, filtered and deduplicated; an accepted\n" +
 			"one creates a run through engine-svc and hands it to agent-svc (realm agent's driver) with --model.\n" +
-			"Delivery ids are kept in Redis when REDIS_URL is set, else in this process's memory.\n" +
+			"Delivery ids are kept in Redis when one is given (--redis-url, --redis-cluster-addrs or\n" +
+			"--redis-sentinel-addrs, or their env), else in this process's memory.\n" +
 			"Expired gates are enacted by engine-svc's own sweeper; --sweep-expired-gates is accepted for parity.",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.listen(cmd.Context(), f, args)
@@ -59,13 +62,17 @@ func (a *app) listenCommand() *cobra.Command {
 	fl.StringVar(&f.maxBodyBytes, "max-body-bytes", "1048576", "largest accepted body")
 	fl.StringVar(&f.bodyTimeoutMs, "body-timeout-ms", "5000", "longest a body may take to arrive")
 	fl.StringVar(&f.maxConcurrent, "max-concurrent", "20", "requests handled at once; one more gets 503")
-	fl.StringVar(&f.dedupStore, "dedup-store", "file", "where seen event ids live: file (Redis when REDIS_URL is set) or memory")
+	fl.StringVar(&f.dedupStore, "dedup-store", "file", "where seen event ids live: file (Redis when one is given) or memory")
 	fl.StringVar(&f.logLevel, "log-level", "info", "least important level logged: debug, info, warn, error")
 	fl.StringVar(&f.provider, "provider", "", "passed to each drive: openai or anthropic")
 	fl.StringVar(&f.model, "model", "", "passed to each drive (required)")
 	fl.StringVar(&f.llmTimeout, "llm-timeout", "", "passed to each drive: seconds per model request")
 	fl.StringVar(&f.sweep, "sweep-expired-gates", "", "every N seconds, enact due gates (engine-svc already does)")
 	fl.StringVar(&f.agentAddr, "agent-addr", "", "agent-svc address (default $"+AgentAddrEnv+" or "+DefaultAgentAddr+")")
+	// The services' own Redis flags, through a Go flag set pflag adopts.
+	gfs := flag.NewFlagSet("listen", flag.ContinueOnError)
+	f.redis.Register(gfs, a.env.Getenv, "Redis keeping delivery ids with --dedup-store file")
+	fl.AddGoFlagSet(gfs)
 	return cmd
 }
 
@@ -245,26 +252,18 @@ func (a *app) listen(ctx context.Context, f *listenFlags, args []string) error {
 	return nil
 }
 
-// listenDedup picks the delivery-id store: Redis (REDIS_URL) for --dedup-store
+// listenDedup picks the delivery-id store: Redis (when given) for --dedup-store
 // file, else this process's memory, said at start.
 func (a *app) listenDedup(ctx context.Context, f *listenFlags, log *webhook.Logger) (dedup.Store, func(), error) {
-	url := strings.TrimSpace(a.env.Getenv("REDIS_URL"))
-	if f.dedupStore == "memory" || url == "" {
+	if f.dedupStore == "memory" || !f.redis.Configured() {
 		if f.dedupStore != "memory" {
-			log.Warn("listen: REDIS_URL is not set: delivery ids are kept in this process's memory (a restart forgets them; the run's idempotency key still matches a repeat)")
+			log.Warn("listen: no Redis given (REDIS_URL, REDIS_CLUSTER_ADDRS or REDIS_SENTINEL_ADDRS): delivery ids are kept in this process's memory (a restart forgets them; the run's idempotency key still matches a repeat)")
 		}
 		return dedup.NewMemory(nil), func() {}, nil
 	}
-	opt, err := redis.ParseURL(url)
+	rc, err := f.redis.Open(ctx)
 	if err != nil {
-		return nil, nil, refuse("Error: listen startup failed: REDIS_URL: %v", err)
-	}
-	rc := redis.NewClient(opt)
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := rc.Ping(pctx).Err(); err != nil {
-		_ = rc.Close()
-		return nil, nil, refuse("Error: listen startup failed: Redis at REDIS_URL: %v", err)
+		return nil, nil, refuse("Error: listen startup failed: %v", err)
 	}
 	return dedup.NewRedis(rc, ""), func() { _ = rc.Close() }, nil
 }

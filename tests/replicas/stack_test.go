@@ -141,9 +141,14 @@ func (s *syncBuffer) String() string {
 // start runs bin with args; it is killed when the test ends, and its
 // output is logged if the test failed.
 func start(t *testing.T, name, bin string, args ...string) (*proc, error) {
+	return startEnv(t, name, bin, os.Environ(), args...)
+}
+
+// startEnv is start with the environment env.
+func startEnv(t *testing.T, name, bin string, env []string, args ...string) (*proc, error) {
 	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = os.Environ()
+	p.cmd.Env = env
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -185,7 +190,12 @@ func startEngine(bins binaries, name, addr, url, prefix string, window time.Dura
 	if err != nil {
 		return nil, err
 	}
-	err = poll(name+" to answer on "+addr, 15*time.Second, func() bool {
+	return p, awaitEngine(p, name, addr)
+}
+
+// awaitEngine waits until the started engine-svc p answers on addr.
+func awaitEngine(p *proc, name, addr string) error {
+	err := poll(name+" to answer on "+addr, 15*time.Second, func() bool {
 		select {
 		case <-p.done:
 			return true
@@ -200,10 +210,10 @@ func startEngine(bins binaries, name, addr, url, prefix string, window time.Dura
 	})
 	select {
 	case <-p.done:
-		return nil, fmt.Errorf("%s exited: %s", name, p.out.String())
+		return fmt.Errorf("%s exited: %s", name, p.out.String())
 	default:
 	}
-	return p, err
+	return err
 }
 
 // startMCP starts mcp-svc in dev mode in front of engines (a

@@ -2,7 +2,7 @@
 // run to its end, asking Anthropic or OpenAI for each agent step.
 //
 //	agent-svc [--addr 127.0.0.1:7071] [--engine-addr 127.0.0.1:7070]
-//	          [--redis-url redis://…] [--max-drives 8]
+//	          [--redis-url redis://… | --redis-cluster-addrs a,b,c | --redis-sentinel-addrs a,b --redis-sentinel-master m] [--max-drives 8]
 //
 // Keys come from ANTHROPIC_API_KEY and OPENAI_API_KEY, addresses from
 // ANTHROPIC_BASE_URL and OPENAI_BASE_URL. With --redis-url the drive limit
@@ -24,7 +24,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -37,6 +36,7 @@ import (
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/logging"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/redisconn"
 	"github.com/realm-go/realm/pkg/tracing"
 )
 
@@ -58,7 +58,8 @@ func envOr(key, def string) string {
 func run(log *slog.Logger) error {
 	addr := flag.String("addr", envOr("REALM_AGENT_LISTEN", "127.0.0.1:7071"), "gRPC listen address (env REALM_AGENT_LISTEN)")
 	engineAddr := flag.String("engine-addr", client.EngineAddr(), "engine-svc address (host:port, or a comma-separated list of replicas) (env "+client.EngineAddrEnv+")")
-	redisURL := flag.String("redis-url", "", "Redis holding the global drive limit; empty limits this process only")
+	var rf redisconn.Flags
+	rf.Register(flag.CommandLine, os.Getenv, "Redis holding the global drive limit; no Redis given limits this process only")
 	maxDrives := flag.Int("max-drives", 8, "drives at once (across every replica with --redis-url); more wait their turn")
 	gatePoll := flag.Duration("gate-poll", 3*time.Second, "how often a run waiting at a gate is re-read (at most 3s)")
 	grace := flag.Duration("shutdown-grace", 60*time.Second, "how long drives may finish on shutdown")
@@ -78,20 +79,13 @@ func run(log *slog.Logger) error {
 	defer tracing.Stop(shutdownTracing, func(err error) { log.Warn("tracing shutdown", "err", err) })
 
 	var lim limit.Limiter
-	if *redisURL != "" {
-		opt, err := redis.ParseURL(*redisURL)
+	if rf.Configured() {
+		rc, err := rf.Open(ctx)
 		if err != nil {
-			return fmt.Errorf("redis url: %w", err)
+			return err
 		}
-		rc := redis.NewClient(opt)
 		rc.AddHook(metrics.RedisHook(mreg))
 		defer rc.Close()
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = rc.Ping(pctx).Err()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("redis unreachable: %w", err)
-		}
 		lim = limit.NewRedis(rc, *maxDrives, limit.RedisOptions{})
 		log.Info("drive limit is global (Redis)", "max_drives", *maxDrives)
 	} else {

@@ -1,8 +1,9 @@
 // Command engine-svc serves the Realm engine over gRPC.
 //
-//	engine-svc [--addr 127.0.0.1:7070] [--data-dir ~/.realm] [--redis-url redis://…] [--metrics-addr :9090]
+//	engine-svc [--addr 127.0.0.1:7070] [--data-dir ~/.realm] [--redis-url redis://… | --redis-cluster-addrs a,b,c | --redis-sentinel-addrs a,b --redis-sentinel-master m] [--metrics-addr :9090]
 //
-// Without --redis-url (or REDIS_URL) it runs an embedded Redis persisted
+// Without a Redis (--redis-url, --redis-cluster-addrs or --redis-sentinel-addrs,
+// or their env) it runs an embedded Redis persisted
 // under --data-dir, so a laptop needs nothing else.
 package main
 
@@ -34,6 +35,7 @@ import (
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/logging"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/redisconn"
 	"github.com/realm-go/realm/pkg/tracing"
 )
 
@@ -63,7 +65,9 @@ func defaultDataDir() string {
 func run(log *slog.Logger) error {
 	addr := flag.String("addr", envOr("REALM_ENGINE_LISTEN", "127.0.0.1:7070"), "gRPC listen address (env REALM_ENGINE_LISTEN)")
 	dataDir := flag.String("data-dir", envOr("REALM_DATA_DIR", defaultDataDir()), "directory of the embedded store (env REALM_DATA_DIR)")
-	redisURL := flag.String("redis-url", os.Getenv("REDIS_URL"), "Redis URL; empty runs the embedded store (env REDIS_URL)")
+	var rf redisconn.Flags
+	rf.Register(flag.CommandLine, os.Getenv, "Redis URL; no Redis given runs the embedded store")
+	waitReplicas := flag.Int("redis-wait-replicas", 0, "acknowledge a commit only once WAIT sees this many replicas hold it, so a failover does not lose it (0: off)")
 	buckets := flag.Int("buckets", 256, "run buckets of a new store (fixed once created)")
 	grace := flag.Duration("shutdown-grace", 60*time.Second, "how long in-flight calls may finish on shutdown")
 	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often expired gates that declare on_expiry are carried out (0 turns the sweeper off)")
@@ -84,25 +88,34 @@ func run(log *slog.Logger) error {
 	}
 	defer tracing.Stop(shutdownTracing, func(err error) { log.Warn("tracing shutdown", "err", err) })
 
-	url := *redisURL
-	if url == "" {
+	if !rf.Configured() {
+		if *waitReplicas > 0 {
+			return errors.New("--redis-wait-replicas needs a Redis with replicas; the embedded store has none")
+		}
 		srv, err := embedded.Open(ctx, *dataDir, log)
 		if err != nil {
 			return fmt.Errorf("open embedded store in %s: %w", *dataDir, err)
 		}
 		defer srv.Close()
-		url = "redis://" + srv.Addr()
+		rf = redisconn.Flags{URL: "redis://" + srv.Addr()}
 		log.Info("embedded store", "data_dir", *dataDir)
+	} else {
+		log.Info("redis store", "redis", rf.String())
 	}
-	opt, err := redis.ParseURL(url)
+	// Not Open: whether the store answers is checked below, with the store.
+	client, err := rf.NewClient()
 	if err != nil {
-		return fmt.Errorf("redis url: %w", err)
+		return fmt.Errorf("store: %w", err)
 	}
-	client := redis.NewClient(opt)
 	defer client.Close()
+	if rf.Configured() {
+		if err := checkEviction(ctx, log, client); err != nil {
+			return err
+		}
+	}
 	mreg := metrics.NewRegistry()
 	client.AddHook(metrics.RedisHook(mreg))
-	st := store.NewRedis(client, store.Options{Prefix: *prefix, Buckets: *buckets})
+	st := store.NewRedis(client, store.Options{Prefix: *prefix, Buckets: *buckets, WaitReplicas: *waitReplicas})
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := st.Ping(pingCtx); err != nil {
@@ -163,6 +176,22 @@ func run(log *slog.Logger) error {
 		if !eng.WaitDrives(5 * time.Second) {
 			log.Warn("some calls did not release their claims in time; they wait for their deadline or realm run reclaim")
 		}
+	}
+	return nil
+}
+
+// checkEviction refuses a Redis that may evict run keys. A policy it cannot
+// read (CONFIG renamed by a managed Redis, the server not up yet) is only
+// warned about: the operator answers for it.
+func checkEviction(ctx context.Context, log *slog.Logger, c redis.UniversalClient) error {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := store.CheckEviction(cctx, c)
+	if errors.Is(err, store.ErrEvicting) {
+		return err
+	}
+	if err != nil {
+		log.Warn("could not read Redis's maxmemory-policy; it must be noeviction, or run keys can be evicted", "err", err)
 	}
 	return nil
 }

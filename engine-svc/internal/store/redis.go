@@ -57,7 +57,18 @@ type Options struct {
 	Counter *RoundTripCounter
 	// Now is the clock for workflow registration times (default time.Now).
 	Now func() time.Time
+	// WaitReplicas, when above 0, acknowledges a commit only once WAIT has
+	// seen that many replicas receive it, so a failover does not lose it.
+	// A commit fewer replicas confirm is written on the master but
+	// returned as an error.
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT (default DefaultWaitTimeout).
+	WaitTimeout time.Duration
 }
+
+// DefaultWaitTimeout is how long a commit waits for its replicas when
+// Options.WaitTimeout is 0.
+const DefaultWaitTimeout = time.Second
 
 // Redis is the Store on Redis (standalone, Sentinel or Cluster through
 // redis.UniversalClient, or the embedded server). It owns the client: Close
@@ -70,6 +81,8 @@ type Redis struct {
 	runIndexes []string
 	counter    *RoundTripCounter
 	now        func() time.Time
+	waitN      int
+	waitFor    time.Duration
 
 	metaMu  sync.Mutex
 	metaOK  bool
@@ -92,6 +105,11 @@ func NewRedis(client redis.UniversalClient, opts Options) *Redis {
 		idemTTL: opts.IdemTTL,
 		counter: opts.Counter,
 		now:     opts.Now,
+		waitN:   opts.WaitReplicas,
+		waitFor: opts.WaitTimeout,
+	}
+	if r.waitFor <= 0 {
+		r.waitFor = DefaultWaitTimeout
 	}
 	if r.buckets <= 0 {
 		r.buckets = DefaultBuckets
@@ -456,11 +474,63 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 	}
 	args = append(args, idx...)
 
+	if r.waitN > 0 {
+		return r.commitWaiting(ctx, c.RunID, keys, args)
+	}
 	res, err := commitScript.Run(ctx, r.c, keys, args...).Slice()
 	if err != nil {
 		return fmt.Errorf("store: commit run %s: %w", c.RunID, err)
 	}
 	return commitResult(c.RunID, res)
+}
+
+// commitWaiting runs the commit script and WAIT in one pipeline: WAIT
+// counts the replicas that have the writes of its own connection, so both
+// must go over the same one, to the master of the run's slot.
+func (r *Redis) commitWaiting(ctx context.Context, runID string, keys []string, args []any) error {
+	var node *redis.Client
+	switch c := r.c.(type) {
+	case *redis.ClusterClient:
+		m, err := c.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return fmt.Errorf("store: commit run %s: master of its slot: %w", runID, err)
+		}
+		node = m
+	case *redis.Client: // standalone or Sentinel's failover client
+		node = c
+	default:
+		return fmt.Errorf("store: commit run %s: --redis-wait-replicas needs a standalone, Sentinel or Cluster client, not %T", runID, r.c)
+	}
+	for attempt := 0; ; attempt++ {
+		pipe := node.Pipeline()
+		script := commitScript.EvalSha(ctx, pipe, keys, args...)
+		wait := pipe.Do(ctx, "wait", r.waitN, r.waitFor.Milliseconds())
+		_, _ = pipe.Exec(ctx) // each command's own error is read below
+		if err := script.Err(); err != nil {
+			if attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				if err := commitScript.Load(ctx, node).Err(); err != nil {
+					return fmt.Errorf("store: commit run %s: load script: %w", runID, err)
+				}
+				continue
+			}
+			return fmt.Errorf("store: commit run %s: %w", runID, err)
+		}
+		res, err := script.Slice()
+		if err != nil {
+			return fmt.Errorf("store: commit run %s: %w", runID, err)
+		}
+		if err := commitResult(runID, res); err != nil {
+			return err // a conflict wrote nothing: no replica to wait for
+		}
+		n, err := wait.Int64()
+		if err != nil {
+			return fmt.Errorf("store: commit run %s: written on the master, but WAIT failed, so a failover could lose it: %w", runID, err)
+		}
+		if n < int64(r.waitN) {
+			return fmt.Errorf("store: commit run %s: written on the master, but only %d of the %d replicas required (--redis-wait-replicas) acknowledged it within %s, so a failover could lose it", runID, n, r.waitN, r.waitFor)
+		}
+		return nil
+	}
 }
 
 // commitResult turns the commit script's reply into nil or a conflict.

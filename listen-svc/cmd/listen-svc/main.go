@@ -5,13 +5,15 @@
 // gRPC.
 //
 //	listen-svc [--addr 127.0.0.1:8090] [--engine-addr 127.0.0.1:7070]
-//	           [--agent-addr 127.0.0.1:7071] [--redis-url redis://…]
+//	           [--agent-addr 127.0.0.1:7071] [--redis-url redis://… | --redis-cluster-addrs a,b,c
+//	           | --redis-sentinel-addrs a,b --redis-sentinel-master m]
 //	           [--model M] [--provider anthropic|openai] [--llm-timeout N]
 //	           [--max-concurrent 20] [--max-body-bytes 1048576]
 //	           [--body-timeout-ms 5000] [--log-level info] [--refresh 2s]
 //
 // Each trigger's secret_from is read from this process's environment. With
-// --redis-url (or REDIS_URL) delivery ids are kept in Redis, so every
+// a Redis (--redis-url, --redis-cluster-addrs or --redis-sentinel-addrs, or
+// their env) delivery ids are kept in Redis, so every
 // replica agrees; without it they are this process's own, and it says so.
 package main
 
@@ -29,13 +31,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/realm-go/realm/listen-svc/dedup"
 	"github.com/realm-go/realm/listen-svc/webhook"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/redisconn"
 	"github.com/realm-go/realm/pkg/tracing"
 )
 
@@ -83,20 +84,13 @@ func run(f flags) error {
 	eng := realmv1.NewEngineServiceClient(engConn)
 
 	var store dedup.Store
-	if f.redisURL != "" {
-		opt, err := redis.ParseURL(f.redisURL)
+	if f.redis.Configured() {
+		rc, err := f.redis.Open(context.Background())
 		if err != nil {
-			return fmt.Errorf("redis url: %w", err)
+			return err
 		}
-		rc := redis.NewClient(opt)
 		rc.AddHook(metrics.RedisHook(reg))
 		defer rc.Close()
-		pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = rc.Ping(pctx).Err()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("redis unreachable: %w", err)
-		}
 		store = dedup.NewRedis(rc, "")
 		log.Info("listen: delivery ids are kept in Redis (shared by every replica)")
 	} else {
@@ -148,13 +142,14 @@ func run(f flags) error {
 }
 
 type flags struct {
-	addr, engineAddr, agentAddr, redisURL string
-	provider, model, logLevel             string
-	llmTimeout, maxConcurrent             int
-	maxBodyBytes                          int64
-	bodyTimeoutMs                         int
-	sweep                                 int
-	refresh                               time.Duration
+	addr, engineAddr, agentAddr string
+	redis                       redisconn.Flags
+	provider, model, logLevel   string
+	llmTimeout, maxConcurrent   int
+	maxBodyBytes                int64
+	bodyTimeoutMs               int
+	sweep                       int
+	refresh                     time.Duration
 }
 
 // parseFlags reads the command line (-name value, -name=value, and the same
@@ -163,8 +158,8 @@ type flags struct {
 func parseFlags(args []string, out io.Writer) (flags, error) {
 	v := flags{
 		addr: envOr("REALM_LISTEN_ADDR", "127.0.0.1:8090"), engineAddr: client.EngineAddr(),
-		agentAddr: envOr("REALM_AGENT_ADDR", "127.0.0.1:7071"), redisURL: os.Getenv("REDIS_URL"),
-		model: os.Getenv("REALM_LISTEN_MODEL"), logLevel: "info", maxConcurrent: webhook.DefaultMaxConcurrent,
+		agentAddr: envOr("REALM_AGENT_ADDR", "127.0.0.1:7071"),
+		model:     os.Getenv("REALM_LISTEN_MODEL"), logLevel: "info", maxConcurrent: webhook.DefaultMaxConcurrent,
 		maxBodyBytes: webhook.DefaultMaxBodyBytes, bodyTimeoutMs: int(webhook.DefaultBodyTimeout / time.Millisecond),
 		refresh: 2 * time.Second,
 	}
@@ -177,7 +172,7 @@ func parseFlags(args []string, out io.Writer) (flags, error) {
 	fs.StringVar(&v.addr, "addr", v.addr, "HTTP listen address (env REALM_LISTEN_ADDR)")
 	fs.StringVar(&v.engineAddr, "engine-addr", v.engineAddr, "engine-svc's gRPC address (host:port, or a comma-separated list of replicas) (env "+client.EngineAddrEnv+")")
 	fs.StringVar(&v.agentAddr, "agent-addr", v.agentAddr, "agent-svc's gRPC address (env REALM_AGENT_ADDR)")
-	fs.StringVar(&v.redisURL, "redis-url", v.redisURL, "Redis keeping delivery ids, shared by every replica; empty keeps them in this process (env REDIS_URL)")
+	v.redis.Register(fs, os.Getenv, "Redis keeping delivery ids, shared by every replica; no Redis given keeps them in this process")
 	fs.Var(checked(&v.provider, func(s string) (string, error) {
 		if s != "openai" && s != "anthropic" {
 			return "", errors.New("--provider must be openai or anthropic")
