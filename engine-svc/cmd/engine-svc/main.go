@@ -73,6 +73,7 @@ func run(log *slog.Logger) error {
 	// replica's claim go stale and reclaim it.
 	claimWindow := flag.Duration("claim-window", 0, "")
 	flag.Usage = usageHiding("claim-window")
+	storePing := flag.Duration("store-ping-interval", time.Second, "how often readiness pings the store: NOT_SERVING while it fails (0 turns the check off)")
 	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off) (env REALM_METRICS_LISTEN)")
 	flag.Parse()
 
@@ -129,8 +130,22 @@ func run(log *slog.Logger) error {
 	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	hs.SetServingStatus("realm.v1.EngineService", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus("realm.v1.RegistryService", healthpb.HealthCheckResponse_SERVING)
+	ready := []string{"realm.v1.EngineService", "realm.v1.RegistryService"}
+	for _, svc := range ready {
+		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+	}
+	// Readiness follows the store: NOT_SERVING while Redis is unreachable
+	// (restart, failover), SERVING again once it answers, without a
+	// restart of this process. The watch ends before run returns.
+	if *storePing > 0 {
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			server.StoreWatch{Health: hs, Ping: st.Ping, Interval: *storePing, Logger: log, Services: ready}.Run(watchCtx)
+		}()
+		defer func() { stopWatch(); <-watched }()
+	}
 	reflection.Register(gs)
 
 	lis, err := net.Listen("tcp", *addr)
