@@ -130,10 +130,9 @@ func run(log *slog.Logger) error {
 	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
+	hs.SetServingStatus("realm.v1.EngineService", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus("realm.v1.RegistryService", healthpb.HealthCheckResponse_SERVING)
 	ready := []string{"realm.v1.EngineService", "realm.v1.RegistryService"}
-	for _, svc := range ready {
-		hs.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
-	}
 	// Readiness follows the store: NOT_SERVING while Redis is unreachable
 	// (restart, failover), SERVING again once it answers, without a
 	// restart of this process. The watch ends before run returns.
