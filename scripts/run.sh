@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # make run: build, start the whole stack that exists on the embedded store,
 # register examples/, say where each front door listens, and stop every
-# child cleanly on Ctrl-C or SIGTERM.
+# child cleanly on Ctrl-C, SIGTERM or SIGHUP.
 #
 #   REALM_ENGINE_ADDR  engine-svc's gRPC address   (default 127.0.0.1:7070)
 #   REALM_DATA_DIR     the embedded store's folder (default ~/.realm)
+#   REALM_AGENT_ADDR   agent-svc's gRPC address    (default 127.0.0.1:7071)
+#   REALM_MCP_ADDR     mcp-svc's HTTP address      (default 127.0.0.1:8080)
+#   REALM_LISTEN_ADDR  listen-svc's HTTP address   (default 127.0.0.1:8090)
+#   REALM_{ENGINE,AGENT,EXAMPLE_RUNNER,ADAPTER_RUNNER}_METRICS_ADDR
+#                      the /metrics ports          (default 127.0.0.1:9090-9093)
+#   REALM_RUN_SKIP_BUILD=1 uses the binaries already in bin/ (tests)
 #
 # REDIS_URL is deliberately not passed on: `make run` is the laptop stack.
 set -euo pipefail
@@ -14,16 +20,18 @@ cd "$(repo_root)"
 ENGINE_ADDR=${REALM_ENGINE_ADDR:-127.0.0.1:7070}
 DATA_DIR=${REALM_DATA_DIR:-$HOME/.realm}
 # The gRPC services serve /metrics on a port of their own.
-ENGINE_METRICS_ADDR=127.0.0.1:9090
-AGENT_METRICS_ADDR=127.0.0.1:9091
-EXAMPLE_RUNNER_METRICS_ADDR=127.0.0.1:9092
-ADAPTER_RUNNER_METRICS_ADDR=127.0.0.1:9093
+ENGINE_METRICS_ADDR=${REALM_ENGINE_METRICS_ADDR:-127.0.0.1:9090}
+AGENT_METRICS_ADDR=${REALM_AGENT_METRICS_ADDR:-127.0.0.1:9091}
+EXAMPLE_RUNNER_METRICS_ADDR=${REALM_EXAMPLE_RUNNER_METRICS_ADDR:-127.0.0.1:9092}
+ADAPTER_RUNNER_METRICS_ADDR=${REALM_ADAPTER_RUNNER_METRICS_ADDR:-127.0.0.1:9093}
 export REALM_ENGINE_ADDR=$ENGINE_ADDR
 
-make --no-print-directory build
-# examples/go-runner is a module of its own (as a user's runner is): built
-# outside the workspace, into bin/ with the others.
-(cd examples/go-runner && GOWORK=off go build -trimpath -o ../../bin/go-runner .)
+if [[ ${REALM_RUN_SKIP_BUILD:-0} != 1 ]]; then
+	make --no-print-directory build
+	# examples/go-runner is a module of its own (as a user's runner is):
+	# built outside the workspace, into bin/ with the others.
+	(cd examples/go-runner && GOWORK=off go build -trimpath -o ../../bin/go-runner .)
+fi
 
 pids=()
 names=()
@@ -46,22 +54,28 @@ stopping=0
 stop_all() {
 	[[ $stopping -eq 1 ]] && return
 	stopping=1
+	# A second signal (make forwards SIGTERM to this script as well as
+	# the sender's own, a supervisor repeats it) must not cut the stop
+	# short: its trap would exit from inside this one, before the waits.
+	trap '' INT TERM HUP
 	local i
-	# Front doors first, the engine last: reverse start order.
+	# Front doors first, the engine last: reverse start order. Each child
+	# leads a session of its own, so signal its group explicitly.
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
 		if kill -0 "${pids[i]}" 2>/dev/null; then
-			echo "stopping ${names[i]} (pid ${pids[i]})"
+			echo "stopping ${names[i]} (pid ${pids[i]})" || true
 			kill -TERM -- "-${pids[i]}" 2>/dev/null || kill -TERM "${pids[i]}" 2>/dev/null || true
 		fi
 	done
 	for pid in "${pids[@]}"; do
 		wait "$pid" 2>/dev/null || true
 	done
-	echo "stopped."
+	echo "stopped." || true
 }
 trap stop_all EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 mkdir -p "$DATA_DIR"
 REDIS_URL='' start engine-svc --addr "$ENGINE_ADDR" --data-dir "$DATA_DIR" --metrics-addr "$ENGINE_METRICS_ADDR"
@@ -99,7 +113,7 @@ start adapter-runner --engine-addr "$ENGINE_ADDR" --metrics-addr "$ADAPTER_RUNNE
 start go-runner --engine-addr "$ENGINE_ADDR"
 
 # The MCP front door, in dev mode (no token) on loopback only.
-MCP_ADDR=127.0.0.1:8080
+MCP_ADDR=${REALM_MCP_ADDR:-127.0.0.1:8080}
 start mcp-svc --addr "$MCP_ADDR" --engine-addr "$ENGINE_ADDR" --dev
 
 # The agent driver; without --redis-url its drive limit is this process's own.
@@ -110,7 +124,7 @@ start agent-svc --addr "$AGENT_ADDR" --engine-addr "$ENGINE_ADDR" --metrics-addr
 # workflow (one registered later is served without a restart) and hands
 # each accepted delivery's run to agent-svc. REALM_LISTEN_MODEL names the
 # model its drives use; delivery ids stay in its memory (no Redis here).
-LISTEN_ADDR=127.0.0.1:8090
+LISTEN_ADDR=${REALM_LISTEN_ADDR:-127.0.0.1:8090}
 # examples/github-issues.yaml verifies GitHub signatures with this secret;
 # a local stack uses a fixed one unless you set your own.
 export REALM_WEBHOOK_SECRET=${REALM_WEBHOOK_SECRET:-realm-dev-secret}

@@ -77,6 +77,7 @@ func run(log *slog.Logger) error {
 	// replica's claim go stale and reclaim it.
 	claimWindow := flag.Duration("claim-window", 0, "")
 	flag.Usage = usageHiding("claim-window")
+	storePing := flag.Duration("store-ping-interval", time.Second, "how often readiness pings the store: NOT_SERVING while it fails (0 turns the check off)")
 	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off) (env REALM_METRICS_LISTEN)")
 	flag.Parse()
 
@@ -144,6 +145,19 @@ func run(log *slog.Logger) error {
 	healthpb.RegisterHealthServer(gs, hs)
 	hs.SetServingStatus("realm.v1.EngineService", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus("realm.v1.RegistryService", healthpb.HealthCheckResponse_SERVING)
+	ready := []string{"realm.v1.EngineService", "realm.v1.RegistryService"}
+	// Readiness follows the store: NOT_SERVING while Redis is unreachable
+	// (restart, failover), SERVING again once it answers, without a
+	// restart of this process. The watch ends before run returns.
+	if *storePing > 0 {
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			server.StoreWatch{Health: hs, Ping: st.Ping, Interval: *storePing, Logger: log, Services: ready}.Run(watchCtx)
+		}()
+		defer func() { stopWatch(); <-watched }()
+	}
 	reflection.Register(gs)
 
 	lis, err := net.Listen("tcp", *addr)

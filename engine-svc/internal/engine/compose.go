@@ -14,6 +14,11 @@ import (
 // Replies several verbs compose: each reads the committed run and the
 // call's effects, and changes neither.
 
+// StoreRetryAdvice ends the message of every ENGINE_STORE_FAILED a caller
+// sees: the failure is nearly always Redis restarting or failing over, which
+// passes, so the caller should retry rather than give the run up.
+const StoreRetryAdvice = " The store is unavailable for now (Redis restarting or failing over); retry the call in a few seconds."
+
 // readFailure turns a run that cannot be found or read into its reply.
 func readFailure(command, runID string, err error) (*realmv1.Reply, bool) {
 	switch {
@@ -23,7 +28,7 @@ func readFailure(command, runID string, err error) (*realmv1.Reply, bool) {
 		return refusal(command, runID, errcode.StateRunNotFound, "Run not found: "+runID, nil), true
 	}
 	if ce, ok := errcode.As(err); ok && ce.Code == errcode.EngineStoreFailed {
-		r := refusal(command, runID, errcode.EngineStoreFailed, ce.Message, nil)
+		r := refusal(command, runID, errcode.EngineStoreFailed, ce.Message+StoreRetryAdvice, nil)
 		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_STOP
 		return r, true
 	}

@@ -28,6 +28,12 @@ func grpcErr(err error) error {
 	if err == nil {
 		return nil
 	}
+	if ce, ok := errcode.As(err); ok && ce.Code == errcode.EngineStoreFailed {
+		// A copy: the advice is for the caller, not the engine's own log.
+		advised := *ce
+		advised.Message = ce.Error() + engine.StoreRetryAdvice
+		err = &advised
+	}
 	return errcode.ToStatus(err).Err()
 }
 
