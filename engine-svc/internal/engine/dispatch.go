@@ -224,6 +224,18 @@ func backoff(r *workflow.Retry, n int) time.Duration {
 	return time.Duration(ms * float64(time.Millisecond))
 }
 
+// pastDeadline reports whether a call's deadline has passed. An answer that
+// arrives after it (the runner saw its context end and replied at once) is
+// a timeout all the same: the deadline decides, not which of the reply and
+// the context's own timer, late on a loaded machine, comes first.
+func pastDeadline(ctx context.Context) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
 func (e *Engine) tryOnce(ctx context.Context, runID string, run *record.Run, s *workflow.Step, c claimed, n int, per time.Duration) attempt {
 	a := attempt{n: n, started: time.Now()}
 	cctx, cancel := context.WithTimeout(ctx, per)
@@ -269,8 +281,8 @@ func (e *Engine) tryOnce(ctx context.Context, runID string, run *record.Run, s *
 		return a
 	}
 	switch {
-	case err == nil:
-	case errors.Is(cctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
+	case err == nil && !pastDeadline(cctx):
+	case pastDeadline(cctx) || status.Code(err) == codes.DeadlineExceeded:
 		a.err, a.code, a.timeout, a.retry = fmt.Sprintf("Step '%s' timed out after %dms", s.Name, per.Milliseconds()), errcode.StepTimeout, true, true
 		return a
 	default:
@@ -650,8 +662,8 @@ func (e *Engine) callAdapter(ctx context.Context, a attempt, runID string, s *wo
 		return a
 	}
 	switch {
-	case err == nil:
-	case errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
+	case err == nil && !pastDeadline(ctx):
+	case pastDeadline(ctx) || status.Code(err) == codes.DeadlineExceeded:
 		a.err, a.code, a.timeout, a.retry = fmt.Sprintf("Step '%s' timed out after %dms", s.Name, per.Milliseconds()), errcode.StepTimeout, true, true
 		return a
 	default:
