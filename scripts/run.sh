@@ -12,10 +12,13 @@
 #                      the /metrics ports          (default 127.0.0.1:9090-9093)
 #   REALM_RUN_SKIP_BUILD=1 uses the binaries already in bin/ (tests)
 #
-# REDIS_URL is deliberately not passed on: `make run` is the laptop stack.
+# No Redis of the shell's is passed on: `make run` is the laptop stack, on
+# the embedded store, whatever REDIS_URL, REDIS_CLUSTER_ADDRS or
+# REDIS_SENTINEL_* a developer's shell (or make test) has set.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$(repo_root)"
+unset REDIS_URL REDIS_CLUSTER_ADDRS REDIS_SENTINEL_ADDRS REDIS_SENTINEL_MASTER REDIS_CA REDIS_PASSWORD
 
 ENGINE_ADDR=${REALM_ENGINE_ADDR:-127.0.0.1:7070}
 DATA_DIR=${REALM_DATA_DIR:-$HOME/.realm}
@@ -78,7 +81,7 @@ trap 'exit 143' TERM
 trap 'exit 129' HUP
 
 mkdir -p "$DATA_DIR"
-REDIS_URL='' start engine-svc --addr "$ENGINE_ADDR" --data-dir "$DATA_DIR" --metrics-addr "$ENGINE_METRICS_ADDR"
+start engine-svc --addr "$ENGINE_ADDR" --data-dir "$DATA_DIR" --metrics-addr "$ENGINE_METRICS_ADDR"
 
 # Wait until the engine answers (a fresh build of a big store can take a moment).
 ready=0
@@ -132,7 +135,7 @@ export REALM_WEBHOOK_SECRET=${REALM_WEBHOOK_SECRET:-realm-dev-secret}
 # from ANTHROPIC_API_KEY; without one the drive records its failure on the
 # run, which stays open for realm agent --run-id).
 export REALM_LISTEN_MODEL=${REALM_LISTEN_MODEL:-claude-sonnet-4-5}
-REDIS_URL='' start listen-svc --addr "$LISTEN_ADDR" --engine-addr "$ENGINE_ADDR" --agent-addr "$AGENT_ADDR"
+start listen-svc --addr "$LISTEN_ADDR" --engine-addr "$ENGINE_ADDR" --agent-addr "$AGENT_ADDR"
 
 shopt -s nullglob
 for wf in examples/*.yaml examples/*/workflow.yaml; do
