@@ -110,7 +110,9 @@ func readJournal(path string, last bool, apply func([][]string)) (records int, t
 			}
 			return records, &tornTail{Offset: int64(off), Bytes: int64(len(rest))}, nil
 		}
-		if len(rest) < recordHeader {
+		if len(rest) < recordHeader || allZero(rest) {
+			// A partial header, or a tail the file system extended the
+			// file with before the data arrived.
 			return tear()
 		}
 		n := int(binary.LittleEndian.Uint32(rest))
@@ -122,7 +124,7 @@ func readJournal(path string, last bool, apply func([][]string)) (records int, t
 		}
 		payload := rest[recordHeader : recordHeader+n]
 		if crc32.Checksum(payload, castagnoli) != sum {
-			if recordHeader+n == len(rest) || allZero(rest) {
+			if recordHeader+n == len(rest) {
 				return tear() // the last record, half on disk
 			}
 			return records, nil, corrupt("checksum mismatch")
