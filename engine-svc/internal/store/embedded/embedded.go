@@ -250,7 +250,9 @@ func (s *Server) hook(p *server.Peer, cmd string, args ...string) bool {
 			s.inTx[p] = st
 			p.OnDisconnect(func() { s.jmu.Lock(); delete(s.inTx, p); s.jmu.Unlock() })
 		}
-		st.active, st.queued = true, nil
+		if !st.active { // a nested MULTI is an error that keeps the queue
+			st.active, st.queued = true, nil
+		}
 		s.jmu.Unlock()
 		return false
 	case "DISCARD":
