@@ -531,7 +531,7 @@ func (s *Server) recover() error {
 	}
 	s.journal, s.gen, s.size, s.baseSeq, s.synced = next, gen, 0, s.written, s.written
 	s.failed.Store(nil)
-	s.log.Info("embedded store persisting again", "dir", s.dir, "journal", next.Name())
+	s.log.Info("embedded store wrote a base and started a fresh journal", "dir", s.dir, "journal", next.Name())
 	if err := removeJournalsBefore(s.dir, gen); err != nil {
 		s.log.Warn("embedded store: old journals left behind", "err", err)
 	}
