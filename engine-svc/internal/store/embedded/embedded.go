@@ -108,8 +108,9 @@ type Server struct {
 
 // nestedInScript reports a command a Lua script issues: miniredis runs
 // those through Dispatch too, on a peer whose context is marked nested.
-// The field is unexported, hence reflection; TestNestedScriptWrites fails
-// if a miniredis upgrade renames it.
+// The field is unexported, hence reflection; if a miniredis upgrade renames
+// it, script writes deadlock and TestJournalReplaysScriptsAndTransactions
+// (and every store test) times out.
 func nestedInScript(p *server.Peer) bool {
 	if p.Ctx == nil {
 		return false
