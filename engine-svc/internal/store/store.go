@@ -35,9 +35,9 @@
 //
 // Durability is Redis's: a commit is acknowledged once Redis has applied
 // it, so the promise that no acknowledged write is lost needs
-// `appendonly yes` with `appendfsync always`; `appendfsync everysec` (and
-// the embedded store, see package embedded) can lose about the last second
-// of writes on a crash.
+// `appendonly yes` with `appendfsync always` (`appendfsync everysec` can
+// lose about the last second of writes on a crash). The embedded store
+// journals and fsyncs every write before it answers (package embedded).
 package store
 
 import (

@@ -2,46 +2,71 @@
 // laptop runs the very same go-redis store code as production, with no
 // Redis to install.
 //
-// Persistence. The data lives in memory and is written to
-// <dir>/store.snapshot.json: restored on Open, written about once a second
-// while anything changed, and on Close. Each write goes to a temporary file
-// that is fsynced and renamed over the snapshot, so a crash never leaves a
-// torn snapshot. Every snapshot is a consistent point in time: it is read
-// by one read-only script, which Redis runs atomically, so a run's
-// document, outputs, evidence and indexes always agree.
+// Persistence. The data lives in memory and on disk in the data directory
+// as a base file (store.snapshot.json) plus a journal
+// (store.journal.<generation>). Every write command (and every MULTI…EXEC
+// transaction) is run and appended to the journal under one lock, so the
+// journal's order is the execution order, and the journal is fsynced
+// before the reply is sent: an acknowledged write survives kill -9 and
+// power loss. Concurrent writers share one fsync (group commit). Scripts
+// called by EVALSHA are journaled as EVAL with their body, so a replay
+// needs no script cache.
 //
-// Durability. A crash (kill -9, power loss) can lose up to about one second
-// of acknowledged writes, like Redis with `appendfsync everysec`. A clean
-// Close loses nothing. Production uses a real Redis with `appendonly yes`
-// and `appendfsync always` for the promise that no acknowledged write is
-// lost (`everysec` there has the same one-second window as this package).
+// Open loads the base, replays the journals after it, then writes a new
+// base and starts a fresh journal. A torn last record (a crash mid-append,
+// never acknowledged) is dropped and logged; any other fault stops Open
+// with an error naming the file and offset. When the journal grows past
+// compactAt, the journal is rotated and the state at the cut written as
+// the new base in the background (temp file, fsync, rename, fsync dir);
+// commands wait only for the in-memory copy of the data at the cut.
 //
-// Only database 0 is persisted, and only strings, hashes, lists, sets and
-// sorted sets (with their TTLs); other types are skipped with a warning.
-// One process at a time may open a directory (an advisory lock on Unix).
+// Failure. If an append or fsync fails (disk full, read-only directory,
+// I/O error) the command gets an error reply ("embedded store cannot
+// persist …"), which the engine reports as ENGINE_STORE_FAILED; nothing is
+// acknowledged. The command has already run in memory, so from then on
+// every write is refused (reads keep working) until a full base of the
+// memory plus a fresh journal is written, tried once a second: writes
+// resume when the disk does. A refused write may therefore still appear
+// after recovery or a restart, whole, never in part.
+//
+// Limits: only database 0 is persisted (SELECT of another database is
+// refused), WATCH and blocking commands are refused, and only strings,
+// hashes, lists, sets and sorted sets (with their TTLs) are in the base.
+// A replayed relative TTL (SET … PX) restarts at replay. One process at a
+// time may open a directory (an advisory lock on Unix).
 package embedded
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
-	"github.com/redis/go-redis/v9"
 )
 
-// SnapshotFile is the snapshot's name inside the data directory.
+// SnapshotFile is the base file's name inside the data directory.
 const SnapshotFile = "store.snapshot.json"
 
-// snapshotEvery is how often a changed store is written.
-const snapshotEvery = time.Second
+// tick is how often the background loop checks for compaction and retries
+// persisting after a failure.
+const tick = time.Second
+
+// compactAt is the journal size that triggers a compaction.
+const compactAt = 64 << 20
 
 // Server is a running embedded Redis.
 type Server struct {
@@ -49,17 +74,31 @@ type Server struct {
 	srv    *server.Server // captured once: m.Server() turns nil during Close
 	dir    string
 	log    *slog.Logger
-	client *redis.Client // the snapshotter's own connection
 	unlock func()
 
-	// writes counts write commands that have finished; saved is the count a
-	// snapshot is known to contain.
-	writes atomic.Int64
-	saveMu sync.Mutex
-	saved  int64
+	// syncMu orders fsyncs (group commit); taken before jmu when both are.
+	syncMu sync.Mutex
+	synced int64 // records known to be on disk
 
-	hookMu sync.Mutex
-	inside map[*server.Peer]bool
+	// jmu serialises write commands with their journal append.
+	jmu      sync.Mutex
+	journal  *os.File
+	gen      int64 // generation of journal
+	size     int64 // bytes in journal
+	written  int64 // records appended, over all generations
+	baseSeq  int64 // written when the last base was cut
+	scripts  map[string]string
+	inTx     map[*server.Peer]*txState
+	recBuf   []byte
+	replyBuf bytes.Buffer
+
+	// failed holds the persistence failure while writes are refused.
+	failed atomic.Pointer[error]
+	// current is the scratch peer run() dispatches the write on, which
+	// the hook lets through.
+	current atomic.Pointer[server.Peer]
+
+	compactMu sync.Mutex
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -67,9 +106,31 @@ type Server struct {
 	closeErr  error
 }
 
-// Open restores the snapshot in dir (creating dir if needed), starts the
-// server on a random 127.0.0.1 port and begins snapshotting. A corrupt
-// snapshot is an error naming the file, never a silent empty store.
+// nestedInScript reports a command a Lua script issues: miniredis runs
+// those through Dispatch too, on a peer whose context is marked nested.
+// The field is unexported, hence reflection; if a miniredis upgrade renames
+// it, script writes deadlock and TestJournalReplaysScriptsAndTransactions
+// (and every store test) times out.
+func nestedInScript(p *server.Peer) bool {
+	if p.Ctx == nil {
+		return false
+	}
+	v := reflect.ValueOf(p.Ctx)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	f := v.Elem().FieldByName("nested")
+	return f.IsValid() && f.Kind() == reflect.Bool && f.Bool()
+}
+
+type txState struct {
+	active bool
+	queued [][]string
+}
+
+// Open restores the data in dir (creating dir if needed), starts the
+// server on a random 127.0.0.1 port and starts journaling. A corrupt base
+// or journal is an error naming the file, never a silent partial store.
 func Open(ctx context.Context, dir string, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -82,18 +143,19 @@ func Open(ctx context.Context, dir string, logger *slog.Logger) (*Server, error)
 		return nil, err
 	}
 	s := &Server{
-		m:      miniredis.NewMiniRedis(),
-		dir:    dir,
-		log:    logger,
-		unlock: unlock,
-		inside: map[*server.Peer]bool{},
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		m:       miniredis.NewMiniRedis(),
+		dir:     dir,
+		log:     logger,
+		unlock:  unlock,
+		scripts: map[string]string{},
+		inTx:    map[*server.Peer]*txState{},
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	// TTLs follow the wall clock, as in Redis (miniredis defaults to
 	// manual FastForward).
 	s.m.ClockTTL(true)
-	n, err := s.restore(ctx)
+	gen, n, err := s.restore(ctx)
 	if err != nil {
 		unlock()
 		return nil, err
@@ -103,12 +165,27 @@ func Open(ctx context.Context, dir string, logger *slog.Logger) (*Server, error)
 		return nil, fmt.Errorf("embedded: start: %w", err)
 	}
 	s.srv = s.m.Server()
-	s.srv.SetPreHook(s.countWrites)
-	s.client = redis.NewClient(&redis.Options{Addr: s.m.Addr(), MaxRetries: -1})
-	logger.Info("embedded store started", "addr", s.m.Addr(), "dir", dir, "keys", n)
+	s.gen = gen
+	replayed, err := s.replay(ctx, gen)
+	if err != nil {
+		s.m.Close()
+		unlock()
+		return nil, err
+	}
+	// Start from a fresh base and journal: the torn tail, if any, is gone
+	// and the next start replays nothing. If the disk refuses, the store
+	// opens read-only and keeps retrying.
+	s.failed.Store(ptr(errors.New("not yet persisted since start")))
+	if err := s.recover(); err != nil {
+		logger.Error("embedded store cannot persist; writes are refused until it can", "dir", dir, "err", err)
+	}
+	s.srv.SetPreHook(s.hook)
+	logger.Info("embedded store started", "addr", s.m.Addr(), "dir", dir, "keys", n, "journal_records", replayed)
 	go s.loop()
 	return s, nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // Addr is host:port of the server.
 func (s *Server) Addr() string { return s.m.Addr() }
@@ -116,7 +193,7 @@ func (s *Server) Addr() string { return s.m.Addr() }
 // URL is the server's redis:// URL.
 func (s *Server) URL() string { return "redis://" + s.m.Addr() }
 
-// Path is the snapshot file.
+// Path is the base file.
 func (s *Server) Path() string { return filepath.Join(s.dir, SnapshotFile) }
 
 // commands that change no data; everything else not read-only counts as a
@@ -129,105 +206,390 @@ var nonWrites = map[string]bool{
 	"UNSUBSCRIBE": true, "PSUBSCRIBE": true, "PUNSUBSCRIBE": true, "PUBLISH": true,
 }
 
-// countWrites is miniredis's pre-hook. A pre-hook runs before the command,
-// which is too early: a snapshot taken between the two would miss the write
-// yet believe itself current. So for a write the hook runs the command
-// itself (re-dispatching, marked so the nested call passes straight
-// through) and counts it once it has finished.
-func (s *Server) countWrites(p *server.Peer, cmd string, args ...string) bool {
-	srv := s.srv
-	if nonWrites[cmd] || srv.IsReadOnlyCommand(cmd) {
+// refused commands cannot be journaled faithfully: a blocking write would
+// hold the journal lock while it waits, WATCH makes EXEC's outcome depend
+// on timing a replay cannot see.
+var refused = map[string]string{
+	"WATCH":      "WATCH is not supported by the embedded store (its journal replays transactions as they ran)",
+	"BLPOP":      "blocking commands are not supported by the embedded store",
+	"BRPOP":      "blocking commands are not supported by the embedded store",
+	"BRPOPLPUSH": "blocking commands are not supported by the embedded store",
+	"BLMOVE":     "blocking commands are not supported by the embedded store",
+	"BLMPOP":     "blocking commands are not supported by the embedded store",
+	"BZPOPMIN":   "blocking commands are not supported by the embedded store",
+	"BZPOPMAX":   "blocking commands are not supported by the embedded store",
+	"BZMPOP":     "blocking commands are not supported by the embedded store",
+}
+
+// hook is miniredis's pre-hook; it runs in the connection's goroutine.
+// For a write it runs the command itself into a private buffer, appends
+// the record, waits for the fsync and only then hands the reply to the
+// peer, so no reply leaves before its write is on disk.
+func (s *Server) hook(p *server.Peer, cmd string, args ...string) bool {
+	if p == s.current.Load() || nestedInScript(p) {
+		return false // part of the script being run (and journaled) now
+	}
+	if why, ok := refused[cmd]; ok {
+		p.WriteError("ERR " + why)
+		return true
+	}
+	switch cmd {
+	case "SELECT":
+		if len(args) == 1 && args[0] != "0" {
+			p.WriteError("ERR the embedded store keeps only database 0")
+			return true
+		}
+		return false
+	case "SCRIPT":
+		s.noteScript(args)
+		return false
+	case "MULTI":
+		s.jmu.Lock()
+		st := s.inTx[p]
+		if st == nil {
+			st = &txState{}
+			s.inTx[p] = st
+			p.OnDisconnect(func() { s.jmu.Lock(); delete(s.inTx, p); s.jmu.Unlock() })
+		}
+		if !st.active { // a nested MULTI is an error that keeps the queue
+			st.active, st.queued = true, nil
+		}
+		s.jmu.Unlock()
+		return false
+	case "DISCARD":
+		s.jmu.Lock()
+		if st := s.inTx[p]; st != nil {
+			st.active, st.queued = false, nil
+		}
+		s.jmu.Unlock()
 		return false
 	}
-	s.hookMu.Lock()
-	if s.inside[p] {
-		s.hookMu.Unlock()
+	if cmd != "EXEC" && (nonWrites[cmd] || s.srv.IsReadOnlyCommand(cmd)) {
 		return false
 	}
-	s.inside[p] = true
-	s.hookMu.Unlock()
-
-	srv.Dispatch(p, append([]string{cmd}, args...))
-
-	s.hookMu.Lock()
-	delete(s.inside, p)
-	s.hookMu.Unlock()
-	s.writes.Add(1)
+	full := append([]string{cmd}, args...)
+	if cmd != "EXEC" {
+		s.jmu.Lock()
+		st := s.inTx[p]
+		if st != nil && st.active {
+			// Queued by miniredis; journaled with the EXEC.
+			st.queued = append(st.queued, s.forJournal(full))
+			s.jmu.Unlock()
+			return false
+		}
+		s.jmu.Unlock()
+	}
+	if f := s.failed.Load(); f != nil {
+		p.WriteError(refusal(*f))
+		return true
+	}
+	reply, seq, err := s.run(p, full)
+	if err != nil {
+		p.WriteError(err.Error())
+		return true
+	}
+	if err := s.waitSynced(seq); err != nil {
+		p.WriteError(refusal(err))
+		return true
+	}
+	p.WriteRaw(reply)
 	return true
+}
+
+// run executes one write (or EXEC) and appends its record, under jmu.
+func (s *Server) run(p *server.Peer, full []string) (reply string, seq int64, err error) {
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
+	if f := s.failed.Load(); f != nil {
+		return "", 0, errors.New(refusal(*f))
+	}
+	var cmds [][]string
+	if full[0] == "EXEC" {
+		st := s.inTx[p]
+		cmds = [][]string{{"MULTI"}}
+		if st != nil {
+			cmds = append(cmds, st.queued...)
+			st.active, st.queued = false, nil
+		}
+		cmds = append(cmds, full)
+	} else {
+		cmds = [][]string{s.forJournal(full)}
+	}
+	s.replyBuf.Reset()
+	w := bufio.NewWriter(&s.replyBuf)
+	tmp := server.NewPeer(w)
+	tmp.Ctx, tmp.Resp3, tmp.ClientName = p.Ctx, p.Resp3, p.ClientName
+	s.current.Store(tmp)
+	s.srv.Dispatch(tmp, full)
+	s.current.Store(nil)
+	_ = w.Flush()
+	p.Ctx, p.Resp3 = tmp.Ctx, tmp.Resp3
+	reply = s.replyBuf.String()
+
+	s.recBuf = encodeRecord(s.recBuf[:0], cmds)
+	n, werr := s.journal.Write(s.recBuf)
+	s.size += int64(n)
+	if werr != nil {
+		err := fmt.Errorf("append to %s: %w", s.journal.Name(), werr)
+		s.fail(err)
+		return "", 0, errors.New(refusal(err))
+	}
+	s.written++
+	return reply, s.written, nil
+}
+
+// forJournal rewrites EVALSHA as EVAL with the script body, so a replay
+// needs no script cache; it also remembers EVAL's scripts.
+func (s *Server) forJournal(full []string) []string {
+	switch full[0] {
+	case "EVAL":
+		if len(full) > 1 {
+			s.scripts[sha1Hex(full[1])] = full[1]
+		}
+	case "EVALSHA":
+		if len(full) > 1 {
+			if body, ok := s.scripts[strings.ToLower(full[1])]; ok {
+				out := append([]string{"EVAL", body}, full[2:]...)
+				return out
+			}
+		}
+	}
+	return full
+}
+
+// noteScript follows SCRIPT LOAD and SCRIPT FLUSH.
+func (s *Server) noteScript(args []string) {
+	if len(args) == 0 {
+		return
+	}
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
+	switch strings.ToUpper(args[0]) {
+	case "LOAD":
+		if len(args) == 2 {
+			s.scripts[sha1Hex(args[1])] = args[1]
+		}
+	case "FLUSH":
+		s.scripts = map[string]string{}
+	}
+}
+
+func sha1Hex(s string) string {
+	h := sha1.Sum([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// refusal is the error reply of a write the store cannot persist.
+func refusal(cause error) string {
+	return fmt.Sprintf("ERR embedded store cannot persist writes (%v); this write was refused and not acknowledged. Reads still work; writes resume once the data directory accepts writes again", cause)
+}
+
+// fail refuses writes from now on; called with jmu held.
+func (s *Server) fail(err error) {
+	if s.failed.CompareAndSwap(nil, &err) {
+		s.log.Error("embedded store cannot persist; refusing writes until it can", "dir", s.dir, "err", err)
+	}
+}
+
+// waitSynced returns once record seq is on disk. The first waiter fsyncs
+// everything appended so far; the others find their record covered.
+func (s *Server) waitSynced(seq int64) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.synced >= seq {
+		return nil
+	}
+	if f := s.failed.Load(); f != nil {
+		return *f
+	}
+	s.jmu.Lock()
+	f, w := s.journal, s.written
+	s.jmu.Unlock()
+	if err := f.Sync(); err != nil {
+		err = fmt.Errorf("fsync %s: %w", f.Name(), err)
+		s.jmu.Lock()
+		s.fail(err)
+		s.jmu.Unlock()
+		return err
+	}
+	s.synced = w
+	return nil
 }
 
 func (s *Server) loop() {
 	defer close(s.done)
-	t := time.NewTicker(snapshotEvery)
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if err := s.Snapshot(ctx); err != nil {
-				s.log.Error("embedded store snapshot failed", "path", s.Path(), "err", err)
+			if s.failed.Load() != nil {
+				if err := s.recover(); err != nil {
+					s.log.Warn("embedded store still cannot persist", "dir", s.dir, "err", err)
+				}
+				continue
 			}
-			cancel()
+			s.jmu.Lock()
+			big := s.size >= compactAt
+			s.jmu.Unlock()
+			if big {
+				if err := s.compact(); err != nil {
+					s.log.Error("embedded store compaction failed", "dir", s.dir, "err", err)
+				}
+			}
 		}
 	}
 }
 
-// Snapshot writes the snapshot now if anything changed since the last one.
+// Snapshot compacts now if anything was written since the last base: the
+// journal is rotated and the data at that cut written as the new base.
 func (s *Server) Snapshot(ctx context.Context) error {
-	s.saveMu.Lock()
-	defer s.saveMu.Unlock()
-	w := s.writes.Load()
-	if w == s.saved {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.failed.Load() != nil {
+		return s.recover()
+	}
+	return s.compact()
+}
+
+// compact rotates the journal and writes the state at the cut as the new
+// base. Writes wait only for the rotation and the in-memory copy.
+func (s *Server) compact() error {
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	s.syncMu.Lock()
+	s.jmu.Lock()
+	if s.failed.Load() != nil || s.written == s.baseSeq {
+		s.jmu.Unlock()
+		s.syncMu.Unlock()
 		return nil
 	}
-	snap, err := dumpLive(ctx, s.client)
+	// Everything in the old journal is on disk before the cut.
+	if err := s.journal.Sync(); err != nil {
+		err = fmt.Errorf("fsync %s: %w", s.journal.Name(), err)
+		s.fail(err)
+		s.jmu.Unlock()
+		s.syncMu.Unlock()
+		return err
+	}
+	s.synced = s.written
+	next, err := s.createJournal(s.gen + 1)
+	if err != nil {
+		// Keep appending to the current journal; nothing is lost.
+		s.jmu.Unlock()
+		s.syncMu.Unlock()
+		return err
+	}
+	snap, err := dumpDirect(s.m, s.log)
+	_ = s.journal.Close()
+	s.journal, s.gen, s.size, s.baseSeq = next, s.gen+1, 0, s.written
+	gen := s.gen
+	s.jmu.Unlock()
+	s.syncMu.Unlock()
 	if err != nil {
 		return err
 	}
-	if err := s.write(snap); err != nil {
+	// The old journals stay until the base that covers them is durable.
+	snap.JournalGen = gen
+	if err := s.writeBase(snap); err != nil {
 		return err
 	}
-	// Writes finished before w was read are in the dump; later ones only
-	// cause one more (harmless) snapshot.
-	s.saved = w
+	return removeJournalsBefore(s.dir, gen)
+}
+
+// recover writes the whole memory as a base and starts a fresh journal,
+// then lets writes through again. Writes are refused meanwhile.
+func (s *Server) recover() error {
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
+	if s.failed.Load() == nil {
+		return nil
+	}
+	gen := s.gen + 1
+	snap, err := dumpDirect(s.m, s.log)
+	if err != nil {
+		return err
+	}
+	snap.JournalGen = gen
+	// The base first: journal gen must not gain records before a base
+	// covers everything the failed journal lost.
+	if err := s.writeBase(snap); err != nil {
+		return err
+	}
+	next, err := s.createJournal(gen)
+	if err != nil {
+		return err
+	}
+	if s.journal != nil {
+		_ = s.journal.Close()
+	}
+	s.journal, s.gen, s.size, s.baseSeq, s.synced = next, gen, 0, s.written, s.written
+	s.failed.Store(nil)
+	s.log.Info("embedded store wrote a base and started a fresh journal", "dir", s.dir, "journal", next.Name())
+	if err := removeJournalsBefore(s.dir, gen); err != nil {
+		s.log.Warn("embedded store: old journals left behind", "err", err)
+	}
 	return nil
 }
 
-// Close stops the server, waits for its connections, writes a final
-// snapshot and releases the directory. Safe to call twice.
+// createJournal creates generation gen's empty journal durably.
+func (s *Server) createJournal(gen int64) (*os.File, error) {
+	path := filepath.Join(s.dir, journalName(gen))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: create journal: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("embedded: create journal: %w", err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("embedded: create journal: %w", err)
+	}
+	return f, nil
+}
+
+// Close stops the server, waits for its connections, flushes the journal
+// and releases the directory. Safe to call twice.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		<-s.done
-		_ = s.client.Close()
 		s.m.Close() // waits for every connection: nothing runs after this
-		s.saveMu.Lock()
-		defer s.saveMu.Unlock()
-		if s.writes.Load() != s.saved {
-			snap, err := dumpDirect(s.m, s.log)
-			if err == nil {
-				err = s.write(snap)
+		s.syncMu.Lock()
+		s.jmu.Lock()
+		if s.journal != nil {
+			if err := s.journal.Sync(); err != nil && s.failed.Load() == nil {
+				s.closeErr = fmt.Errorf("embedded: final journal fsync: %w", err)
 			}
-			if err != nil {
-				s.closeErr = fmt.Errorf("embedded: final snapshot: %w", err)
-			}
+			_ = s.journal.Close()
+			s.journal = nil
 		}
+		s.jmu.Unlock()
+		s.syncMu.Unlock()
 		s.unlock()
 	})
 	return s.closeErr
 }
 
-// write replaces the snapshot file atomically.
-func (s *Server) write(snap *snapshot) error {
+// writeBase replaces the base file atomically.
+func (s *Server) writeBase(snap *snapshot) error {
+	snap.SavedAt = time.Now().UTC()
 	data, err := encode(snap)
 	if err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(s.dir, SnapshotFile+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("embedded: snapshot: %w", err)
+		return fmt.Errorf("embedded: base: %w", err)
 	}
 	_, err = tmp.Write(data)
 	if err == nil {
@@ -241,36 +603,84 @@ func (s *Server) write(snap *snapshot) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("embedded: snapshot: %w", err)
+		return fmt.Errorf("embedded: base: %w", err)
 	}
-	syncDir(s.dir)
+	if err := syncDir(s.dir); err != nil {
+		return fmt.Errorf("embedded: base: %w", err)
+	}
 	return nil
 }
 
-// syncDir makes the rename durable; best effort (not every OS can sync a
-// directory).
-func syncDir(dir string) {
+// syncDir makes a rename or a new file durable. Directories that cannot be
+// synced on this OS (EINVAL) are not an error.
+func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return
+		return err
 	}
-	_ = d.Sync()
-	_ = d.Close()
+	defer func() { _ = d.Close() }()
+	if err := d.Sync(); err != nil && !isSyncUnsupported(err) {
+		return err
+	}
+	return nil
 }
 
-// restore loads the snapshot file, if any, into the (not yet started)
-// server and returns the number of keys restored.
-func (s *Server) restore(ctx context.Context) (int, error) {
+// restore loads the base file, if any, into the (not yet started) server
+// and returns the journal generation it leads to and the keys restored.
+func (s *Server) restore(ctx context.Context) (gen int64, n int, err error) {
 	data, err := os.ReadFile(s.Path())
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
+		return 0, 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("embedded: read snapshot: %w", err)
+		return 0, 0, fmt.Errorf("embedded: read snapshot: %w", err)
 	}
 	snap, err := decode(data)
 	if err != nil {
-		return 0, fmt.Errorf("embedded: snapshot %s is corrupt (%v); move it aside to start with an empty store", s.Path(), err)
+		return 0, 0, fmt.Errorf("embedded: snapshot %s is corrupt (%v); move it aside to start with an empty store", s.Path(), err)
 	}
-	return load(ctx, s.m, snap, time.Now())
+	n, err = load(ctx, s.m, snap, time.Now())
+	return snap.JournalGen, n, err
+}
+
+// replay applies the journals from generation gen on, in order, before
+// any client can connect (the hook is not set yet). It leaves s.gen at the
+// last generation seen.
+func (s *Server) replay(ctx context.Context, gen int64) (int, error) {
+	gens, err := journalGens(s.dir)
+	if err != nil {
+		return 0, err
+	}
+	var todo []int64
+	for _, g := range gens {
+		if g >= gen {
+			todo = append(todo, g)
+		}
+	}
+	total := 0
+	for i, g := range todo {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		if g != gen+int64(i) {
+			return total, fmt.Errorf("embedded: journal %s is missing (found %s); the store was not opened", journalName(gen+int64(i)), journalName(g))
+		}
+		path := filepath.Join(s.dir, journalName(g))
+		n, torn, err := readJournal(path, i == len(todo)-1, func(cmds [][]string) {
+			peer := server.NewPeer(bufio.NewWriter(io.Discard))
+			for _, c := range cmds {
+				s.srv.Dispatch(peer, c)
+			}
+		})
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if torn != nil {
+			s.log.Warn("embedded store dropped a torn last journal record (a crash mid-write; it was never acknowledged)",
+				"file", path, "offset", torn.Offset, "bytes", torn.Bytes)
+		}
+		s.gen = g
+	}
+	return total, nil
 }

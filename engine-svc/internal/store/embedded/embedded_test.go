@@ -105,7 +105,8 @@ func TestReopenRestoresEverything(t *testing.T) {
 	check(t, c2, runID)
 }
 
-// A crash loses what came after the last snapshot, nothing before it.
+// The base alone holds everything up to its cut (later writes are in the
+// journal, which this copy leaves behind).
 func TestCrashKeepsTheLastSnapshot(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

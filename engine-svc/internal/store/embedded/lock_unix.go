@@ -3,6 +3,7 @@
 package embedded
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,3 +28,6 @@ func lockDir(dir string) (func(), error) {
 		_ = f.Close()
 	}, nil
 }
+
+// isSyncUnsupported reports a directory fsync the file system cannot do.
+func isSyncUnsupported(err error) bool { return errors.Is(err, syscall.EINVAL) }

@@ -13,12 +13,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 )
 
 const (
-	snapshotFormat  = "realm-embedded-store"
-	snapshotVersion = 1
+	snapshotFormat = "realm-embedded-store"
+	// snapshotVersion 2 adds journal_gen; version 1 files (no journal) load
+	// as a base with no journal.
+	snapshotVersion = 2
 )
 
 // snapshot is the file's content: every key of database 0 with its type,
@@ -27,7 +28,9 @@ type snapshot struct {
 	Format  string    `json:"format"`
 	Version int       `json:"version"`
 	SavedAt time.Time `json:"saved_at"`
-	Keys    []entry   `json:"keys"`
+	// JournalGen is the first journal generation this base does not hold.
+	JournalGen int64   `json:"journal_gen,omitempty"`
+	Keys       []entry `json:"keys"`
 }
 
 type entry struct {
@@ -104,8 +107,11 @@ func decode(data []byte) (*snapshot, error) {
 	if s.Format != snapshotFormat {
 		return nil, fmt.Errorf("format is %q, want %q", s.Format, snapshotFormat)
 	}
-	if s.Version != snapshotVersion {
+	if s.Version != 1 && s.Version != snapshotVersion {
 		return nil, fmt.Errorf("snapshot version %d, this build reads %d", s.Version, snapshotVersion)
+	}
+	if s.JournalGen < 0 {
+		return nil, errors.New("negative journal generation")
 	}
 	for i, e := range s.Keys {
 		if e.Key == "" {
@@ -201,79 +207,9 @@ func strs(bs []blob) []string {
 	return out
 }
 
-// dumpScript reads every key in one read-only script, so the dump is one
-// atomic point in time. Replies {key, type, pttl, values} per key.
-var dumpScript = redis.NewScript(`
-local out = {}
-for _, k in ipairs(redis.call('KEYS', '*')) do
-  local t = redis.call('TYPE', k)
-  if type(t) == 'table' then t = t.ok end
-  local v = {}
-  if t == 'string' then v = {redis.call('GET', k)}
-  elseif t == 'hash' then v = redis.call('HGETALL', k)
-  elseif t == 'list' then v = redis.call('LRANGE', k, 0, -1)
-  elseif t == 'set' then v = redis.call('SMEMBERS', k)
-  elseif t == 'zset' then v = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
-  end
-  out[#out + 1] = {k, t, redis.call('PTTL', k), v}
-end
-return out
-`)
-
-// dumpLive snapshots a running server through its protocol.
-func dumpLive(ctx context.Context, c *redis.Client) (*snapshot, error) {
-	now := time.Now()
-	res, err := dumpScript.RunRO(ctx, c, nil).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("embedded: dump: %w", err)
-	}
-	s := &snapshot{Format: snapshotFormat, Version: snapshotVersion, SavedAt: now.UTC(), Keys: make([]entry, 0, len(res))}
-	for _, r := range res {
-		row, ok := r.([]any)
-		if !ok || len(row) != 4 {
-			return nil, fmt.Errorf("embedded: dump: unexpected row %v", r)
-		}
-		key, _ := row[0].(string)
-		typ, _ := row[1].(string)
-		pttl, _ := row[2].(int64)
-		vals := make([]blob, 0)
-		if vs, ok := row[3].([]any); ok {
-			for _, v := range vs {
-				sv, _ := v.(string)
-				vals = append(vals, blob(sv))
-			}
-		}
-		e := entry{Key: blob(key), Type: typ}
-		if pttl > 0 {
-			e.ExpireAtMS = now.UnixMilli() + pttl
-		}
-		switch typ {
-		case "string":
-			if len(vals) != 1 {
-				return nil, fmt.Errorf("embedded: dump: string %q without a value", key)
-			}
-			e.String = &vals[0]
-		case "hash":
-			for i := 0; i+1 < len(vals); i += 2 {
-				e.Hash = append(e.Hash, [2]blob{vals[i], vals[i+1]})
-			}
-		case "list":
-			e.List = vals
-		case "set":
-			e.Set = vals
-		case "zset":
-			for i := 0; i+1 < len(vals); i += 2 {
-				e.ZSet = append(e.ZSet, zmember{Member: vals[i], Score: string(vals[i+1])})
-			}
-		default:
-			continue // warned about by dumpDirect on Close; nothing we store
-		}
-		s.Keys = append(s.Keys, e)
-	}
-	return s, nil
-}
-
-// dumpDirect snapshots a stopped server through miniredis's Go API.
+// dumpDirect snapshots the server through miniredis's Go API. The caller
+// keeps writes out while it runs (the journal lock), so it is one point in
+// time.
 func dumpDirect(m *miniredis.Miniredis, log *slog.Logger) (*snapshot, error) {
 	now := time.Now()
 	s := &snapshot{Format: snapshotFormat, Version: snapshotVersion, SavedAt: now.UTC()}
