@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,21 +139,7 @@ func driveShipping(ctx context.Context, t *testing.T, addr string) {
 	}
 
 	h := &shipHandler{}
-	runnerCtx, stopRunner := context.WithCancel(context.Background())
-	runnerDone := make(chan error, 1)
-	go func() {
-		runnerDone <- runner.Serve(runnerCtx, runner.Options{Name: "cluster-runner", EngineAddr: addr, Lease: 10 * time.Second,
-			ShutdownTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)},
-			runner.Registration{Name: "cluster_ship", Handler: h})
-	}()
-	defer func() { stopRunner(); <-runnerDone }()
-	regs := realmv1.NewRegistryServiceClient(conn)
-	if err := poll("the runner to register", 10*time.Second, func() bool {
-		caps, err := regs.ListCapabilities(ctx, &realmv1.ListCapabilitiesRequest{})
-		return err == nil && len(caps.GetRunners()) > 0
-	}); err != nil {
-		t.Fatal(err)
-	}
+	defer serveHandler(t, ctx, conn, addr, "cluster-runner", runner.Registration{Name: "cluster_ship", Handler: h})()
 
 	params, err := structpb.NewStruct(map[string]any{"order": 4417})
 	if err != nil {

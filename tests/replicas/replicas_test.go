@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -208,21 +207,7 @@ func TestRunsSurviveAKilledEngineReplica(t *testing.T) {
 	// registry is in Redis, so A dispatches to it too.
 	w := newWork()
 	defer w.open()
-	runnerCtx, stopRunner := context.WithCancel(context.Background())
-	runnerDone := make(chan error, 1)
-	go func() {
-		runnerDone <- runner.Serve(runnerCtx, runner.Options{Name: "replicas-runner", EngineAddr: addrB, Lease: 10 * time.Second,
-			ShutdownTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)},
-			runner.Registration{Name: "replicas_work", Handler: w})
-	}()
-	defer func() { stopRunner(); <-runnerDone }()
-	regs := realmv1.NewRegistryServiceClient(conn)
-	if err := poll("the runner to register", 10*time.Second, func() bool {
-		caps, err := regs.ListCapabilities(ctx, &realmv1.ListCapabilitiesRequest{})
-		return err == nil && len(caps.GetRunners()) > 0
-	}); err != nil {
-		t.Fatal(err)
-	}
+	defer serveHandler(t, ctx, conn, addrB, "replicas-runner", runner.Registration{Name: "replicas_work", Handler: w})()
 
 	mc := mcp.NewClient(&mcp.Implementation{Name: "replicas-test", Version: "0"}, nil)
 	session, err := mc.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: mcpURL, DisableStandaloneSSE: true}, nil)

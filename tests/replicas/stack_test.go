@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/runner"
 )
 
 // repoRoot is the repository's root, two folders up from this package.
@@ -250,6 +255,29 @@ func startMCP(t *testing.T, bins binaries, engines string) string {
 }
 
 // poll calls ok until it holds, or fails after limit.
+// serveHandler serves one handler from a runner (pkg/runner) registered
+// with the engine at engineAddr, and waits until the registry (read through
+// conn) lists it. The returned func stops the runner and waits for it.
+func serveHandler(t *testing.T, ctx context.Context, conn *grpc.ClientConn, engineAddr, name string, reg runner.Registration) (stop func()) {
+	t.Helper()
+	runnerCtx, stopRunner := context.WithCancel(context.Background())
+	runnerDone := make(chan error, 1)
+	go func() {
+		runnerDone <- runner.Serve(runnerCtx, runner.Options{Name: name, EngineAddr: engineAddr, Lease: 10 * time.Second,
+			ShutdownTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)}, reg)
+	}()
+	stop = func() { stopRunner(); <-runnerDone }
+	regs := realmv1.NewRegistryServiceClient(conn)
+	if err := poll("the runner to register", 10*time.Second, func() bool {
+		caps, err := regs.ListCapabilities(ctx, &realmv1.ListCapabilitiesRequest{})
+		return err == nil && len(caps.GetRunners()) > 0
+	}); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	return stop
+}
+
 func poll(what string, limit time.Duration, ok func() bool) error {
 	deadline := time.Now().Add(limit)
 	for !ok() {
