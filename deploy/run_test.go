@@ -135,16 +135,40 @@ func runStackAndSignal(ctx context.Context, t *testing.T, viaMake bool, signals 
 // chosen, so they differ).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
+	// The ports come from below the kernel's ephemeral range: the stack's
+	// runners listen on port 0, and a port picked with ":0" here and closed
+	// again could be handed to one of them before the service it was meant
+	// for binds it (CI saw agent-svc refused its port that way).
+	lo, hi := 20000, ephemeralLow()
 	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	for p, tries := lo+int(time.Now().UnixNano()%1000)*7, 0; len(ports) < n; p, tries = p+1, tries+1 {
+		if tries > hi-lo {
+			t.Fatalf("found %d free ports between %d and %d, want %d", len(ports), lo, hi, n)
 		}
-		defer func() { _ = l.Close() }()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		if p >= hi {
+			p = lo
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		ports = append(ports, p)
 	}
 	return ports
+}
+
+// ephemeralLow is the first port the kernel hands out for port 0.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 21000 {
+				return v
+			}
+		}
+	}
+	return 32768
 }
 
 // processesNaming lists the pids whose command line contains s.
