@@ -201,6 +201,11 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 			return err
 		}
 		e.m.write("error", time.Since(began))
+		e.runs.drop(t.run.ID)
+		if errors.Is(err, store.ErrOutcomeUnknown) {
+			return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to write run to store: "+err.Error()+
+				". Call get_run_state to see whether it landed before acting on run '"+t.run.ID+"' again.")
+		}
 		return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to write run to store: "+err.Error())
 	}
 	e.m.write("ok", time.Since(began))

@@ -224,9 +224,10 @@ func TestEngineSurvivesRedisRestart(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // load before the kill
 	killedAt := time.Now()
 	rp.kill()
-	// Stay down longer than go-redis's own retries (about 1.5s a call), so
-	// calls fail rather than ride the outage out.
-	time.Sleep(3 * time.Second)
+	// Stay down longer than a commit keeps trying (go-redis's own retries,
+	// about 1.5s a call, then the store's settling of a commit that got no
+	// answer, 2s), so calls fail rather than ride the outage out.
+	time.Sleep(5 * time.Second)
 	rp.start()
 	backAt := time.Now()
 	relaunchedAt := rp.launched

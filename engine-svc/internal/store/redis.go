@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -64,7 +65,14 @@ type Options struct {
 	WaitReplicas int
 	// WaitTimeout bounds each WAIT (default DefaultWaitTimeout).
 	WaitTimeout time.Duration
+	// SettleTimeout bounds how long a commit that got no answer is sent
+	// again before CommitRun gives up with ErrOutcomeUnknown (default
+	// DefaultSettleTimeout).
+	SettleTimeout time.Duration
 }
+
+// DefaultSettleTimeout is Options.SettleTimeout when it is 0.
+const DefaultSettleTimeout = 2 * time.Second
 
 // DefaultWaitTimeout is how long a commit waits for its replicas when
 // Options.WaitTimeout is 0.
@@ -83,6 +91,8 @@ type Redis struct {
 	now        func() time.Time
 	waitN      int
 	waitFor    time.Duration
+	settleFor  time.Duration
+	settles    atomic.Int64 // commits that got no answer at first
 
 	metaMu  sync.Mutex
 	metaOK  bool
@@ -99,14 +109,18 @@ var _ Store = (*Redis)(nil)
 // checked on first use (or by Check).
 func NewRedis(client redis.UniversalClient, opts Options) *Redis {
 	r := &Redis{
-		c:       client,
-		buckets: opts.Buckets,
-		prefix:  opts.Prefix,
-		idemTTL: opts.IdemTTL,
-		counter: opts.Counter,
-		now:     opts.Now,
-		waitN:   opts.WaitReplicas,
-		waitFor: opts.WaitTimeout,
+		c:         client,
+		buckets:   opts.Buckets,
+		prefix:    opts.Prefix,
+		idemTTL:   opts.IdemTTL,
+		counter:   opts.Counter,
+		now:       opts.Now,
+		waitN:     opts.WaitReplicas,
+		waitFor:   opts.WaitTimeout,
+		settleFor: opts.SettleTimeout,
+	}
+	if r.settleFor <= 0 {
+		r.settleFor = DefaultSettleTimeout
 	}
 	if r.waitFor <= 0 {
 		r.waitFor = DefaultWaitTimeout
@@ -145,6 +159,10 @@ func (r *Redis) Prefix() string { return r.prefix }
 
 // Client returns the underlying client (for benchmarks and tools).
 func (r *Redis) Client() redis.UniversalClient { return r.c }
+
+// Settles returns how many commits got no answer at first and were settled
+// by sending them again (or gave up with ErrOutcomeUnknown).
+func (r *Redis) Settles() int64 { return r.settles.Load() }
 
 // Counter returns the round-trip counter installed by Options.Counter, or nil.
 func (r *Redis) Counter() *RoundTripCounter { return r.counter }
@@ -420,6 +438,13 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 		return err
 	}
 
+	commitID := c.CommitID
+	if commitID == "" {
+		commitID = newCommitID()
+	} else if len(commitID) != commitIDLen || strings.Trim(commitID, "0123456789abcdef") != "" {
+		return fmt.Errorf("%w: commit id %q is not %d lowercase hex characters", ErrInvalid, commitID, commitIDLen)
+	}
+
 	runKey := r.RunKey(c.RunID)
 	keys := make([]string, 0, 4+len(c.Index))
 	keys = append(keys, runKey, runKey+":out", runKey+":ev")
@@ -459,13 +484,14 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 		}
 	}
 
-	args := make([]any, 0, 11+len(sets)+len(dels)+len(c.Evidence)+len(idx))
+	args := make([]any, 0, 12+len(sets)+len(dels)+len(c.Evidence)+len(idx))
 	args = append(args,
 		strconv.FormatInt(c.ExpectVersion, 10),
 		strconv.FormatInt(c.NewVersion, 10),
 		c.Doc,
 		idemOn, c.IdemExpect, c.RunID, ttlMS,
 		len(sets)/2, len(dels), len(c.Evidence), len(c.Index),
+		commitID,
 	)
 	args = append(args, sets...)
 	args = append(args, dels...)
@@ -475,13 +501,72 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 	args = append(args, idx...)
 
 	if r.waitN > 0 {
-		return r.commitWaiting(ctx, c.RunID, keys, args)
+		return r.settle(ctx, c.RunID, func(ctx context.Context) error {
+			return r.commitWaiting(ctx, c.RunID, keys, args)
+		})
 	}
-	res, err := commitScript.Run(ctx, r.c, keys, args...).Slice()
-	if err != nil {
-		return fmt.Errorf("store: commit run %s: %w", c.RunID, err)
+	return r.settle(ctx, c.RunID, func(ctx context.Context) error {
+		res, err := commitScript.Run(ctx, r.c, keys, args...).Slice()
+		if err != nil {
+			return sendError(c.RunID, err)
+		}
+		return commitResult(c.RunID, res)
+	})
+}
+
+// uncertainError is a commit that was, or may have been, sent but got no
+// answer: a timeout, a dropped connection, a cancelled wait.
+type uncertainError struct{ err error }
+
+func (e *uncertainError) Error() string { return e.err.Error() }
+func (e *uncertainError) Unwrap() error { return e.err }
+
+// sendError sorts a failed send of the commit script: an error reply from
+// Redis is an answer (the script did not run, or ran and refused), anything
+// else leaves the outcome open.
+func sendError(runID string, err error) error {
+	err = fmt.Errorf("store: commit run %s: %w", runID, err)
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return err
 	}
-	return commitResult(c.RunID, res)
+	return &uncertainError{err}
+}
+
+// settle sends a commit and, when no answer comes back, sends the same
+// commit again until one does: the script is idempotent on the commit id,
+// so the answer to a repeat is the truth about the first (landed: {1};
+// not landed and overtaken: a conflict; not landed: it lands now). The
+// repeats run on their own deadline even when the caller's has passed, so
+// a caller that gave up never leaves a write half-known. Without any answer
+// within SettleTimeout the error wraps ErrOutcomeUnknown.
+func (r *Redis) settle(ctx context.Context, runID string, send func(context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("store: commit run %s: not sent: %w", runID, err)
+	}
+	err := send(ctx)
+	var open *uncertainError
+	if !errors.As(err, &open) {
+		return err
+	}
+	r.settles.Add(1)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.settleFor)
+	defer cancel()
+	delay := 10 * time.Millisecond
+	for {
+		select {
+		case <-sctx.Done():
+			return fmt.Errorf("store: commit run %s: %w: %w", runID, ErrOutcomeUnknown, open.err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 500*time.Millisecond)
+		err := send(sctx)
+		var again *uncertainError
+		if !errors.As(err, &again) {
+			return err
+		}
+		open = again
+	}
 }
 
 // commitWaiting runs the commit script and WAIT in one pipeline: WAIT
@@ -493,7 +578,7 @@ func (r *Redis) commitWaiting(ctx context.Context, runID string, keys []string, 
 	case *redis.ClusterClient:
 		m, err := c.MasterForKey(ctx, keys[0])
 		if err != nil {
-			return fmt.Errorf("store: commit run %s: master of its slot: %w", runID, err)
+			return sendError(runID, fmt.Errorf("master of its slot: %w", err))
 		}
 		node = m
 	case *redis.Client: // standalone or Sentinel's failover client
@@ -509,11 +594,11 @@ func (r *Redis) commitWaiting(ctx context.Context, runID string, keys []string, 
 		if err := script.Err(); err != nil {
 			if attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
 				if err := commitScript.Load(ctx, node).Err(); err != nil {
-					return fmt.Errorf("store: commit run %s: load script: %w", runID, err)
+					return sendError(runID, fmt.Errorf("load script: %w", err))
 				}
 				continue
 			}
-			return fmt.Errorf("store: commit run %s: %w", runID, err)
+			return sendError(runID, err)
 		}
 		res, err := script.Slice()
 		if err != nil {
@@ -531,6 +616,13 @@ func (r *Redis) commitWaiting(ctx context.Context, runID string, keys []string, 
 		}
 		return nil
 	}
+}
+
+// newCommitID returns 16 random bytes in hex.
+func newCommitID() string {
+	var b [commitIDLen / 2]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }
 
 // commitResult turns the commit script's reply into nil or a conflict.
@@ -657,3 +749,7 @@ func (r *Redis) Ping(ctx context.Context) error {
 
 // Close closes the client.
 func (r *Redis) Close() error { return r.c.Close() }
+
+// CommitScriptHash is the SHA-1 the commit script is sent under (EVALSHA):
+// fault tests use it to pick the commits out of a connection's commands.
+func CommitScriptHash() string { return commitScript.Hash() }

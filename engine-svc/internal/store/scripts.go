@@ -1,6 +1,20 @@
 package store
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// commitRing is how many of a run's latest commit ids its hash keeps
+// (commitScript). A commit's reply can be settled while fewer than this
+// many other commits have followed it; after that its expected version
+// is long gone, so a late copy is refused as a conflict and writes nothing.
+const commitRing = 8
+
+// commitIDLen is the length of a commit id: 16 random bytes in hex.
+const commitIDLen = 32
 
 // The scripts never parse JSON: they compare and move opaque strings, so
 // they stay cheap and run the same on Redis and miniredis. Every key they
@@ -12,11 +26,30 @@ import "github.com/redis/go-redis/v9"
 //	ARGV: 1 expect ("-1" = create), 2 new version, 3 doc,
 //	      4 idem on ("1"/"0"), 5 idem expect ("" = free), 6 run id, 7 ttl ms ("0" = none),
 //	      8 #output sets, 9 #output deletes, 10 #evidence, 11 #index ops,
+//	      12 commit id (commitIDLen hex characters),
 //	      then set pairs, delete fields, evidence entries, index ops (op, score, member).
 //
 // Replies {1} on success, {0, stored version or "-1"} on a version conflict,
 // {2, key holder or "", stored version or "-1"} on a key conflict.
-var commitScript = redis.NewScript(`
+//
+// The script is idempotent on its commit id: the run keeps the ids of its
+// last commitRing commits (field "cids", newest first), and a commit whose
+// id is among them replies {1} again without writing the change twice. So a
+// commit whose reply was lost can be sent again (by go-redis's retry or by
+// CommitRun's settling) and the second answer tells whether the first
+// landed. The repeat still writes "cids" back to itself: that is a write,
+// so a WAIT on the repeat's connection covers the state the first one left.
+var commitScript = redis.NewScript(strings.ReplaceAll(`
+local cid = ARGV[12]
+local ids = redis.call('HGET', KEYS[1], 'cids')
+if ids then
+  for k = 0, #ids - 1, #cid do
+    if string.sub(ids, k + 1, k + #cid) == cid then
+      redis.call('HSET', KEYS[1], 'cids', ids)
+      return {1}
+    end
+  end
+end
 local cur = redis.call('HGET', KEYS[1], 'v')
 if ARGV[1] == '-1' then
   if cur then return {0, cur} end
@@ -30,8 +63,9 @@ if ARGV[4] == '1' then
   if holder ~= ARGV[5] then return {2, holder, cur or '-1'} end
 end
 
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 'doc', ARGV[3])
-local i = 12
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'doc', ARGV[3],
+  'cids', cid .. string.sub(ids or '', 1, #cid * (COMMIT_RING - 1)))
+local i = 13
 -- batch sends n*width arguments from ARGV[i] in chunks small enough for unpack.
 local function batch(cmd, key, count)
   local args = {}
@@ -64,7 +98,7 @@ if ARGV[4] == '1' then
   end
 end
 return {1}
-`)
+`, "COMMIT_RING", strconv.Itoa(commitRing)))
 
 // deleteScript removes a run's keys, its member in each run index and,
 // when ARGV[2] is "1", its idempotency key (the last KEYS entry) if that
@@ -89,12 +123,18 @@ return existed
 
 // putWorkflowScript allocates the next version of a workflow and stores it.
 //
-//	KEYS: wf hash   ARGV: 1 definition, 2 registered at (ms)
+//	KEYS: wf hash   ARGV: 1 definition, 2 registered at (ms), 3 registration id
 //
-// Replies the new version number.
+// Replies the new version number. The hash keeps the last registration's
+// id and version (field "reg"), so a repeat of a registration whose reply
+// was lost replies its version again instead of storing a second one.
 var putWorkflowScript = redis.NewScript(`
+local last = redis.call('HGET', KEYS[1], 'reg')
+if last and string.sub(last, 1, #ARGV[3] + 1) == ARGV[3] .. ' ' then
+  return tonumber(string.sub(last, #ARGV[3] + 2))
+end
 local n = redis.call('HINCRBY', KEYS[1], 'latest', 1)
-redis.call('HSET', KEYS[1], 'v' .. n, ARGV[1], 't' .. n, ARGV[2])
+redis.call('HSET', KEYS[1], 'v' .. n, ARGV[1], 't' .. n, ARGV[2], 'reg', ARGV[3] .. ' ' .. n)
 return n
 `)
 
@@ -117,9 +157,11 @@ return redis.call('DEL', KEYS[2])
 //
 //	KEYS: idem key   ARGV: 1 run id, 2 expect ("" = unset), 3 ttl ms ("0" = none)
 //
-// Replies 1 if written, 0 if the key had moved.
+// Replies 1 if written (or already pointing at the run: a repeat), 0 if
+// the key had moved.
 var pointKeyScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1]) or ''
+if cur == ARGV[1] then return 1 end
 if cur ~= ARGV[2] then return 0 end
 if ARGV[3] ~= '0' then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
@@ -134,9 +176,12 @@ return 1
 //
 //	KEYS: wf hash   ARGV: 1 field (v<n>), 2 old definition, 3 new definition
 //
-// Replies 1 if written, 0 if the version changed or is gone.
+// Replies 1 if written (or already holding the new text: a repeat), 0 if
+// the version changed or is gone.
 var rewriteWorkflowScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur == ARGV[3] then return 1 end
+if cur ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1
 `)

@@ -69,6 +69,12 @@ func (e *ConflictError) Error() string {
 	return "store: run version conflict"
 }
 
+// ErrOutcomeUnknown is wrapped by a CommitRun error when the store took the
+// change but no answer came back, and sending it again (which is safe: a
+// commit is idempotent on its id) got no answer either. The change may
+// have landed or not; read the run to know.
+var ErrOutcomeUnknown = errors.New("the store did not answer, so whether the write landed is unknown")
+
 // IsConflict reports whether err is a *ConflictError.
 func IsConflict(err error) bool {
 	var c *ConflictError
@@ -128,6 +134,12 @@ type Change struct {
 	IdemExpect string
 	// IdemTTL bounds how long the key is kept (0 = forever).
 	IdemTTL time.Duration
+
+	// CommitID names this change so that sending it twice applies it once
+	// (see commitScript). CommitRun sets a fresh random one when it is "";
+	// a caller that sets its own makes it 32 lowercase hex characters and
+	// uses it for one change only.
+	CommitID string
 }
 
 // WorkflowRecord is one stored version of a workflow definition.

@@ -13,7 +13,8 @@ import (
 )
 
 // Workflow hash fields: "latest" (the newest version number), "v<n>" (the
-// definition of version n) and "t<n>" (its registration time, unix ms).
+// definition of version n), "t<n>" (its registration time, unix ms) and
+// "reg" (the last registration's id and version, for repeats).
 
 func validWorkflowID(id string) error {
 	if id == "" {
@@ -43,7 +44,7 @@ func (r *Redis) PutWorkflow(ctx context.Context, id string, definition []byte) (
 	if err := r.c.ZAddNX(ctx, r.wfSetKey(), redis.Z{Score: float64(ms), Member: id}).Err(); err != nil {
 		return nil, fmt.Errorf("store: put workflow %s: %w", id, err)
 	}
-	n, err := putWorkflowScript.Run(ctx, r.c, []string{r.wfKey(id)}, definition, ms).Int64()
+	n, err := putWorkflowScript.Run(ctx, r.c, []string{r.wfKey(id)}, definition, ms, newCommitID()).Int64()
 	if err != nil {
 		return nil, fmt.Errorf("store: put workflow %s: %w", id, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -41,6 +42,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"WorkflowVersionsAreAllKept", testWorkflows},
 		{"MalformedChangesAreRefusedNotConflicts", testInvalid},
 		{"DueReturnsMembersAtOrBelowTheTimeAcrossBuckets", testDue},
+		{"ACommitSentTwiceAppliesOnce", testRepeatedCommit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -539,5 +541,65 @@ func testDue(t *testing.T, s store.Store) {
 	}
 	if due, _ := s.Due(ctx, "expiries", 1000, 10); slices.Contains(due, ids[0]) {
 		t.Fatalf("deleted run still due: %v", due)
+	}
+}
+
+// testRepeatedCommit sends commits twice, as a client does when a reply is
+// lost: the repeat answers as the first did and writes nothing again.
+func testRepeatedCommit(t *testing.T, s store.Store) {
+	id := s.NewRunID("")
+	const key = "repeat-key"
+	keyed := s.NewRunID(key)
+	created := &store.Change{RunID: keyed, ExpectVersion: -1, NewVersion: 0, Doc: []byte(`{"v":0}`),
+		Evidence: [][]byte{[]byte(`"created"`)}, IdemKey: key, CommitID: strings.Repeat("a", 32)}
+	for range 2 {
+		if err := s.CommitRun(ctx, created); err != nil {
+			t.Fatalf("create (repeat is fine): %v", err)
+		}
+	}
+	if snap := load(t, s, keyed); snap.Version != 0 || snap.EvidenceLen != 1 {
+		t.Fatalf("after a repeated create: version %d, %d evidence entries; want 0, 1", snap.Version, snap.EvidenceLen)
+	}
+
+	// A repeat of an update is still recognised after other commits have
+	// followed it (up to the ring the run keeps).
+	create(t, s, id)
+	first := &store.Change{RunID: id, ExpectVersion: 0, NewVersion: 1, Doc: []byte(`{"v":1}`),
+		Evidence: [][]byte{[]byte(`"one"`)}, CommitID: strings.Repeat("b", 32)}
+	if err := s.CommitRun(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(2); v <= 4; v++ {
+		if err := s.CommitRun(ctx, &store.Change{RunID: id, ExpectVersion: v - 1, NewVersion: v, Doc: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CommitRun(ctx, first); err != nil {
+		t.Fatalf("repeat of a landed update: %v, want nil", err)
+	}
+	if snap := load(t, s, id); snap.Version != 4 || snap.EvidenceLen != 1 {
+		t.Fatalf("after the repeat: version %d, %d evidence entries; want 4, 1", snap.Version, snap.EvidenceLen)
+	}
+
+	// Once the ring has moved past it, a repeat is a plain stale write:
+	// refused, and nothing written.
+	for v := int64(5); v <= 12; v++ {
+		if err := s.CommitRun(ctx, &store.Change{RunID: id, ExpectVersion: v - 1, NewVersion: v, Doc: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := conflict(t, s.CommitRun(ctx, first)); c.Version != 12 {
+		t.Fatalf("stale repeat: conflict at %d, want 12", c.Version)
+	}
+
+	// A different commit at a version already taken is still a conflict.
+	other := *first
+	other.CommitID = strings.Repeat("c", 32)
+	conflict(t, s.CommitRun(ctx, &other))
+
+	bad := *first
+	bad.CommitID = "not-hex"
+	if err := s.CommitRun(ctx, &bad); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("malformed commit id: %v, want ErrInvalid", err)
 	}
 }
