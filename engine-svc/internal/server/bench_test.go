@@ -45,6 +45,9 @@ func BenchmarkTransitions(b *testing.B) {
 			benchEngine(b, runs, false, withMetrics(metrics.NewRegistry()))
 		})
 		b.Run(fmt.Sprintf("engine_core/runs=%d", runs), func(b *testing.B) { benchEngine(b, runs, true) })
+		// make run's default store: every commit fsynced to the journal
+		// before its reply, concurrent commits sharing an fsync.
+		b.Run(fmt.Sprintf("engine_embedded/runs=%d", runs), func(b *testing.B) { benchEngineOn(b, "embedded", runs, false) })
 		b.Run(fmt.Sprintf("bare_cas/runs=%d", runs), func(b *testing.B) { benchBareCAS(b, runs) })
 	}
 }
@@ -53,7 +56,12 @@ func BenchmarkTransitions(b *testing.B) {
 // the engine directly (no gRPC, no protobuf on the wire): the difference is
 // what the transport costs.
 func benchEngine(b *testing.B, workers int, core bool, opts ...setupOption) {
-	e := setup(b, "redis", opts...)
+	benchEngineOn(b, "redis", workers, core, opts...)
+}
+
+// benchEngineOn is benchEngine on another store (a backend of setup).
+func benchEngineOn(b *testing.B, backend string, workers int, core bool, opts ...setupOption) {
+	e := setup(b, backend, opts...)
 	if r := e.register(b, tenSteps()); !r.GetRegistered() {
 		b.Fatal(r.GetReport().GetText())
 	}

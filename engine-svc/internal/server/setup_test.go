@@ -20,6 +20,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/registry"
 	"github.com/realm-go/realm/engine-svc/internal/server"
 	"github.com/realm-go/realm/engine-svc/internal/store"
+	"github.com/realm-go/realm/engine-svc/internal/store/embedded"
 	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/metrics"
@@ -65,6 +66,13 @@ func setup(t testing.TB, backend string, opts ...setupOption) *env {
 		rc = storetest.ConnectCluster(t)
 		prefix = storetest.UniquePrefix(t)
 		storetest.CleanupClusterPrefix(t, prefix)
+	case "embedded": // make run's store: miniredis with its fsynced journal
+		srv, err := embedded.Open(context.Background(), t.TempDir(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.Close() })
+		rc = redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	default:
 		m := miniredis.RunT(t)
 		rc = redis.NewClient(&redis.Options{Addr: m.Addr()})

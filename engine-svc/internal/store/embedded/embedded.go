@@ -18,7 +18,8 @@
 // with an error naming the file and offset. When the journal grows past
 // compactAt, the journal is rotated and the state at the cut written as
 // the new base in the background (temp file, fsync, rename, fsync dir);
-// commands wait only for the in-memory copy of the data at the cut.
+// commands wait only for the rotation: the state at the cut is rebuilt in
+// a miniredis of its own from the base and journals on disk.
 //
 // Failure. If an append or fsync fails (disk full, read-only directory,
 // I/O error) the command gets an error reply ("embedded store cannot
@@ -102,6 +103,7 @@ type Server struct {
 
 	stop      chan struct{}
 	done      chan struct{}
+	ttlDone   chan struct{}
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -151,10 +153,10 @@ func Open(ctx context.Context, dir string, logger *slog.Logger) (*Server, error)
 		inTx:    map[*server.Peer]*txState{},
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
+		ttlDone: make(chan struct{}),
 	}
-	// TTLs follow the wall clock, as in Redis (miniredis defaults to
-	// manual FastForward).
-	s.m.ClockTTL(true)
+	// TTLs follow the wall clock, as in Redis, aged by ttlLoop (not
+	// miniredis's ClockTTL, which walks every key on every command).
 	gen, n, err := s.restore(ctx)
 	if err != nil {
 		unlock()
@@ -172,16 +174,29 @@ func Open(ctx context.Context, dir string, logger *slog.Logger) (*Server, error)
 		unlock()
 		return nil, err
 	}
-	// Start from a fresh base and journal: the torn tail, if any, is gone
-	// and the next start replays nothing. If the disk refuses, the store
-	// opens read-only and keeps retrying.
-	s.failed.Store(ptr(errors.New("not yet persisted since start")))
-	if err := s.recover(); err != nil {
-		logger.Error("embedded store cannot persist; writes are refused until it can", "dir", dir, "err", err)
+	if _, err := os.Stat(s.Path()); err == nil && replayed == 0 {
+		// Nothing since the base: its journal holds no whole record (at
+		// most a torn one, dropped above), so starting it afresh is enough;
+		// rewriting a base of 100,000 runs would add seconds to the start.
+		if j, err := s.createJournal(s.gen); err == nil {
+			s.journal = j
+		} else {
+			logger.Warn("embedded store could not start its journal", "dir", dir, "err", err)
+		}
+	}
+	if s.journal == nil {
+		// Start from a fresh base and journal: the torn tail, if any, is
+		// gone and the next start replays nothing. If the disk refuses, the
+		// store opens read-only and keeps retrying.
+		s.failed.Store(ptr(errors.New("not yet persisted since start")))
+		if err := s.recover(); err != nil {
+			logger.Error("embedded store cannot persist; writes are refused until it can", "dir", dir, "err", err)
+		}
 	}
 	s.srv.SetPreHook(s.hook)
 	logger.Info("embedded store started", "addr", s.m.Addr(), "dir", dir, "keys", n, "journal_records", replayed)
 	go s.loop()
+	go s.ttlLoop()
 	return s, nil
 }
 
@@ -298,10 +313,22 @@ func (s *Server) hook(p *server.Peer, cmd string, args ...string) bool {
 
 // run executes one write (or EXEC) and appends its record, under jmu.
 func (s *Server) run(p *server.Peer, full []string) (reply string, seq int64, err error) {
+	return s.runIf(p, full, nil)
+}
+
+// errNotRun is runIf's answer when its guard said no.
+var errNotRun = errors.New("embedded: guard refused the write")
+
+// runIf is run, done only if guard (when set) still holds once jmu is
+// taken: no other write can come between the guard and the write.
+func (s *Server) runIf(p *server.Peer, full []string, guard func() bool) (reply string, seq int64, err error) {
 	s.jmu.Lock()
 	defer s.jmu.Unlock()
 	if f := s.failed.Load(); f != nil {
 		return "", 0, errors.New(refusal(*f))
+	}
+	if guard != nil && !guard() {
+		return "", 0, errNotRun
 	}
 	var cmds [][]string
 	if full[0] == "EXEC" {
@@ -456,7 +483,10 @@ func (s *Server) Snapshot(ctx context.Context) error {
 }
 
 // compact rotates the journal and writes the state at the cut as the new
-// base. Writes wait only for the rotation and the in-memory copy.
+// base. Commands wait only for the rotation (an fsync and a file
+// creation): the state at the cut is rebuilt apart, in a miniredis of its
+// own, from the base on disk and the journals since, which hold exactly
+// the writes up to the cut in the order they ran.
 func (s *Server) compact() error {
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
@@ -483,21 +513,46 @@ func (s *Server) compact() error {
 		s.syncMu.Unlock()
 		return err
 	}
-	snap, err := dumpDirect(s.m, s.log)
 	_ = s.journal.Close()
+	cut := s.gen
 	s.journal, s.gen, s.size, s.baseSeq = next, s.gen+1, 0, s.written
-	gen := s.gen
 	s.jmu.Unlock()
 	s.syncMu.Unlock()
+
+	snap, err := s.rebuild(cut)
 	if err != nil {
-		return err
+		// The base or a journal on disk is not what this process wrote
+		// (moved, damaged): write the whole memory instead, with writes
+		// held, as after a failure.
+		s.log.Warn("embedded store could not rebuild the state at the cut from disk; writing the memory as the base", "dir", s.dir, "err", err)
+		return s.writeMemory()
 	}
 	// The old journals stay until the base that covers them is durable.
-	snap.JournalGen = gen
+	snap.JournalGen = cut + 1
 	if err := s.writeBase(snap); err != nil {
 		return err
 	}
-	return removeJournalsBefore(s.dir, gen)
+	return removeJournalsBefore(s.dir, cut+1)
+}
+
+// rebuild returns the state after journal generation cut: the base on
+// disk with the journals from its generation through cut replayed onto
+// it, in a miniredis of its own (the live one keeps serving).
+func (s *Server) rebuild(cut int64) (*snapshot, error) {
+	m := miniredis.NewMiniRedis()
+	defer m.Close()
+	ctx := context.Background()
+	from, _, err := loadBase(ctx, m, s.Path())
+	if err != nil {
+		return nil, err
+	}
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("embedded: compaction: %w", err)
+	}
+	if _, _, err := replayJournals(ctx, m.Server(), s.dir, from, cut, s.log); err != nil {
+		return nil, fmt.Errorf("embedded: compaction: %w", err)
+	}
+	return dumpDirect(m, s.log)
 }
 
 // recover writes the whole memory as a base and starts a fresh journal,
@@ -512,6 +567,22 @@ func (s *Server) recover() error {
 	if s.failed.Load() == nil {
 		return nil
 	}
+	return s.writeMemoryLocked()
+}
+
+// writeMemory writes the whole memory as a base and starts a fresh
+// journal, holding writes meanwhile. The caller holds compactMu.
+func (s *Server) writeMemory() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
+	return s.writeMemoryLocked()
+}
+
+// writeMemoryLocked is writeMemory with syncMu and jmu held; it clears a
+// persistence failure once it succeeds.
+func (s *Server) writeMemoryLocked() error {
 	gen := s.gen + 1
 	snap, err := dumpDirect(s.m, s.log)
 	if err != nil {
@@ -563,6 +634,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		<-s.done
+		<-s.ttlDone
 		s.m.Close() // waits for every connection: nothing runs after this
 		s.syncMu.Lock()
 		s.jmu.Lock()
@@ -628,7 +700,13 @@ func syncDir(dir string) error {
 // restore loads the base file, if any, into the (not yet started) server
 // and returns the journal generation it leads to and the keys restored.
 func (s *Server) restore(ctx context.Context) (gen int64, n int, err error) {
-	data, err := os.ReadFile(s.Path())
+	return loadBase(ctx, s.m, s.Path())
+}
+
+// loadBase loads the base file at path, if there is one, into m and
+// returns the journal generation it leads to and the keys loaded.
+func loadBase(ctx context.Context, m *miniredis.Miniredis, path string) (gen int64, n int, err error) {
+	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, 0, nil
 	}
@@ -637,9 +715,9 @@ func (s *Server) restore(ctx context.Context) (gen int64, n int, err error) {
 	}
 	snap, err := decode(data)
 	if err != nil {
-		return 0, 0, fmt.Errorf("embedded: snapshot %s is corrupt (%v); move it aside to start with an empty store", s.Path(), err)
+		return 0, 0, fmt.Errorf("embedded: snapshot %s is corrupt (%v); move it aside to start with an empty store", path, err)
 	}
-	n, err = load(ctx, s.m, snap, time.Now())
+	n, err = load(ctx, m, snap, time.Now())
 	return snap.JournalGen, n, err
 }
 
@@ -647,40 +725,56 @@ func (s *Server) restore(ctx context.Context) (gen int64, n int, err error) {
 // any client can connect (the hook is not set yet). It leaves s.gen at the
 // last generation seen.
 func (s *Server) replay(ctx context.Context, gen int64) (int, error) {
-	gens, err := journalGens(s.dir)
+	last, n, err := replayJournals(ctx, s.srv, s.dir, gen, -1, s.log)
+	if last >= 0 {
+		s.gen = last
+	}
+	return n, err
+}
+
+// replayJournals dispatches to srv the records of the journals in dir from
+// generation from to generation to (-1: the newest), in order, and
+// returns the last generation applied (-1 for none) and the records. Only
+// the newest journal may end in a torn record (a crash mid-append), which
+// is dropped and logged; when to is set, every journal must be whole.
+func replayJournals(ctx context.Context, srv *server.Server, dir string, from, to int64, log *slog.Logger) (last int64, total int, err error) {
+	last = -1
+	gens, err := journalGens(dir)
 	if err != nil {
-		return 0, err
+		return last, 0, err
 	}
 	var todo []int64
 	for _, g := range gens {
-		if g >= gen {
+		if g >= from && (to < 0 || g <= to) {
 			todo = append(todo, g)
 		}
 	}
-	total := 0
+	if to >= 0 && (len(todo) == 0 || todo[len(todo)-1] != to) {
+		return last, 0, fmt.Errorf("embedded: journal %s is missing", journalName(to))
+	}
 	for i, g := range todo {
 		if err := ctx.Err(); err != nil {
-			return total, err
+			return last, total, err
 		}
-		if g != gen+int64(i) {
-			return total, fmt.Errorf("embedded: journal %s is missing (found %s); the store was not opened", journalName(gen+int64(i)), journalName(g))
+		if g != from+int64(i) {
+			return last, total, fmt.Errorf("embedded: journal %s is missing (found %s); the store was not opened", journalName(from+int64(i)), journalName(g))
 		}
-		path := filepath.Join(s.dir, journalName(g))
-		n, torn, err := readJournal(path, i == len(todo)-1, func(cmds [][]string) {
+		path := filepath.Join(dir, journalName(g))
+		n, torn, err := readJournal(path, to < 0 && i == len(todo)-1, func(cmds [][]string) {
 			peer := server.NewPeer(bufio.NewWriter(io.Discard))
 			for _, c := range cmds {
-				s.srv.Dispatch(peer, c)
+				srv.Dispatch(peer, c)
 			}
 		})
 		total += n
 		if err != nil {
-			return total, err
+			return last, total, err
 		}
 		if torn != nil {
-			s.log.Warn("embedded store dropped a torn last journal record (a crash mid-write; it was never acknowledged)",
+			log.Warn("embedded store dropped a torn last journal record (a crash mid-write; it was never acknowledged)",
 				"file", path, "offset", torn.Offset, "bytes", torn.Bytes)
 		}
-		s.gen = g
+		last = g
 	}
-	return total, nil
+	return last, total, nil
 }

@@ -291,3 +291,67 @@ func TestCloseTwiceIsSafe(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TTLs run out with the wall clock: a key is gone soon after its TTL, its
+// TTL shrinks meanwhile, a key set again before it ran out keeps its new
+// TTL, and the expiry is journaled, so a restart does not bring it back.
+func TestKeysExpireWithTheirTTL(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv, err := embedded.Open(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	for _, k := range []string{"short", "renewed", "persisted"} {
+		if err := c.Set(ctx, k, "v", 300*time.Millisecond).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Set(ctx, "long", "v", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if err := c.Set(ctx, "renewed", "v2", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Persist(ctx, "persisted").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, _ := c.PTTL(ctx, "short").Result(); ttl <= 0 || ttl >= 300*time.Millisecond {
+		t.Fatalf("ttl after 150ms = %v, want it to have shrunk below 300ms", ttl)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := c.Exists(ctx, "short").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a key with a 300ms TTL still exists after 5s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, k := range []string{"renewed", "persisted", "long"} {
+		if n, _ := c.Exists(ctx, k).Result(); n != 1 {
+			t.Errorf("%s is gone; only the expired key should be", k)
+		}
+	}
+	_ = c.Close()
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Reopened at once: the expiry was journaled (the key's TTL alone would
+	// restart from the replay of its SET).
+	_, c = open(t, dir)
+	if n, _ := c.Exists(ctx, "short").Result(); n != 0 {
+		t.Fatal("the expired key came back after a restart")
+	}
+	if v, _ := c.Get(ctx, "renewed").Result(); v != "v2" {
+		t.Fatalf("renewed = %q after a restart, want v2", v)
+	}
+}

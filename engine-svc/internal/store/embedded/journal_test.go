@@ -329,7 +329,7 @@ func TestKill9KeepsEveryAcknowledgedRun(t *testing.T) {
 
 // copyDir copies the store's files as they are on disk now (a crash copy:
 // everything acknowledged has been fsynced).
-func copyDir(t *testing.T, from string) string {
+func copyDir(t testing.TB, from string) string {
 	t.Helper()
 	to := t.TempDir()
 	entries, err := os.ReadDir(from)

@@ -215,7 +215,10 @@ func dumpDirect(m *miniredis.Miniredis, log *slog.Logger) (*snapshot, error) {
 	s := &snapshot{Format: snapshotFormat, Version: snapshotVersion, SavedAt: now.UTC()}
 	for _, k := range m.Keys() {
 		e := entry{Key: blob(k), Type: m.Type(k)}
-		if ttl := m.TTL(k); ttl > 0 {
+		switch ttl := m.TTL(k); {
+		case ttl <= spent:
+			continue // expired; its deletion is on its way (ttl.go)
+		case ttl > 0:
 			e.ExpireAtMS = now.Add(ttl).UnixMilli()
 		}
 		var err error
