@@ -27,16 +27,26 @@ func TestDevRunsOneOfEachAndADurableRedis(t *testing.T) {
 	if len(redis.Spec.VolumeClaimTemplates) == 0 {
 		t.Error("redis has no volume: its append-only file would not survive the pod")
 	}
-	// engine-svc's REDIS_URL comes from a rendered Secret naming the
-	// in-cluster Redis Service.
-	var ref string
-	for _, e := range r.deployments["engine-svc"].Spec.Template.Spec.Containers[0].Env {
-		if e.Name == "REDIS_URL" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-			ref = e.ValueFrom.SecretKeyRef.Name
+	// Every service that keeps state in Redis takes its environment from
+	// one rendered Secret whose REDIS_URL names the in-cluster Redis
+	// Service (its keys are the binaries' REDIS_* variables, so a Cluster
+	// or Sentinel is a change of Secret, not of manifests).
+	for _, name := range []string{"engine-svc", "agent-svc", "listen-svc"} {
+		var ref string
+		c := r.deployments[name].Spec.Template.Spec.Containers[0]
+		for _, e := range c.EnvFrom {
+			if e.SecretRef != nil {
+				ref = e.SecretRef.Name
+			}
 		}
-	}
-	if s := r.secrets[ref]; s == nil || !strings.Contains(string(s.Data["url"]), "://redis:6379") {
-		t.Errorf("engine-svc's REDIS_URL Secret %q is not rendered or does not name the redis Service", ref)
+		if s := r.secrets[ref]; s == nil || !strings.Contains(string(s.Data["REDIS_URL"]), "://redis:6379") {
+			t.Errorf("%s's Redis Secret %q is not rendered or its REDIS_URL does not name the redis Service", name, ref)
+		}
+		for _, a := range c.Args {
+			if strings.HasPrefix(a, "--redis-url") {
+				t.Errorf("%s passes %s: it would pin a standalone server over the Secret's topology", name, a)
+			}
+		}
 	}
 }
 

@@ -28,7 +28,13 @@ const (
 	EnvSentinelAddrs  = "REDIS_SENTINEL_ADDRS"
 	EnvSentinelMaster = "REDIS_SENTINEL_MASTER"
 	EnvCA             = "REDIS_CA"
+	EnvTLS            = "REDIS_TLS"
+	EnvTimeout        = "REDIS_TIMEOUT"
+	EnvUsername       = "REDIS_USERNAME"
 	EnvPassword       = "REDIS_PASSWORD"
+	// EnvSentinelPassword is the Sentinels' own password (their
+	// requirepass), when they have one; REDIS_PASSWORD is the master's.
+	EnvSentinelPassword = "REDIS_SENTINEL_PASSWORD"
 )
 
 // pingTimeout bounds Open's check that the server answers.
@@ -44,7 +50,15 @@ type Flags struct {
 	SentinelAddrs  string // comma-separated Sentinels
 	SentinelMaster string // the master's name the Sentinels watch
 	CA             string // PEM file of the CA that signed the server's certificate
-	Password       string // used when the URL carries none (REDIS_PASSWORD)
+	// TLS turns TLS on for a Cluster or Sentinel, trusting the system's
+	// CAs unless CA is given ("true"/"1"; a URL says rediss:// instead).
+	TLS string
+	// Timeout bounds each dial, read and write (a Go duration; "" keeps
+	// go-redis's 5s).
+	Timeout          string
+	Username         string // the ACL user when the URL carries none (REDIS_USERNAME)
+	Password         string // used when the URL carries none (REDIS_PASSWORD)
+	SentinelPassword string // the Sentinels' requirepass (REDIS_SENTINEL_PASSWORD)
 
 	// fromEnv names the flags whose value came from the environment, not
 	// the command line. Keyed by name, so a copy of Flags shares it.
@@ -57,7 +71,11 @@ type envValue struct {
 	p       *string
 	name    string
 	fromEnv map[string]bool
+	isBool  bool // given alone (--redis-tls), it means "true"
 }
+
+// IsBoolFlag lets a boolean flag stand alone (flag and pflag both ask).
+func (v envValue) IsBoolFlag() bool { return v.isBool }
 
 func (v envValue) String() string {
 	if v.p == nil {
@@ -87,17 +105,21 @@ func (f *Flags) Register(fs *flag.FlagSet, getenv func(string) string, urlUsage 
 		// Defined before the environment is read: help and docs/cli.md
 		// show no default, whatever the environment holds.
 		*p = ""
-		fs.Var(envValue{p: p, name: name, fromEnv: f.fromEnv}, name, usage)
+		fs.Var(envValue{p: p, name: name, fromEnv: f.fromEnv, isBool: name == "redis-tls"}, name, usage)
 		if *p = strings.TrimSpace(getenv(envName)); *p != "" {
 			f.fromEnv[name] = true
 		}
 	}
-	def(&f.URL, "redis-url", EnvURL, urlUsage+" (a `url`: redis://, or rediss:// for TLS; user and password in the URL or REDIS_PASSWORD) (env REDIS_URL)")
+	def(&f.URL, "redis-url", EnvURL, urlUsage+" (a `url`: redis://, or rediss:// for TLS; user and password in the URL, or REDIS_USERNAME and REDIS_PASSWORD for every topology) (env REDIS_URL)")
 	def(&f.ClusterAddrs, "redis-cluster-addrs", EnvClusterAddrs, "comma-separated seed `addresses` of a Redis Cluster, instead of --redis-url (env REDIS_CLUSTER_ADDRS)")
-	def(&f.SentinelAddrs, "redis-sentinel-addrs", EnvSentinelAddrs, "comma-separated Sentinel `addresses`, with --redis-sentinel-master, instead of --redis-url (env REDIS_SENTINEL_ADDRS)")
+	def(&f.SentinelAddrs, "redis-sentinel-addrs", EnvSentinelAddrs, "comma-separated Sentinel `addresses`, with --redis-sentinel-master, instead of --redis-url; the Sentinels' own password, if any, in REDIS_SENTINEL_PASSWORD (env REDIS_SENTINEL_ADDRS)")
 	def(&f.SentinelMaster, "redis-sentinel-master", EnvSentinelMaster, "`name` of the master the Sentinels watch (env REDIS_SENTINEL_MASTER)")
 	def(&f.CA, "redis-ca", EnvCA, "PEM `file` of the CA of Redis's TLS certificate; with a Cluster or Sentinel it turns TLS on (env REDIS_CA)")
+	def(&f.TLS, "redis-tls", EnvTLS, "TLS to a Cluster or Sentinel, trusting the system's CAs (or --redis-ca's); a standalone server says rediss:// in its URL (env REDIS_TLS)")
+	def(&f.Timeout, "redis-timeout", EnvTimeout, "`duration` each dial, read and write to Redis may take (go-redis's 5s when unset) (env REDIS_TIMEOUT)")
+	f.Username = strings.TrimSpace(getenv(EnvUsername))
 	f.Password = strings.TrimSpace(getenv(EnvPassword))
+	f.SentinelPassword = strings.TrimSpace(getenv(EnvSentinelPassword))
 }
 
 // topology is the one Redis the flags choose: "url", "cluster",
@@ -185,13 +207,30 @@ func (f *Flags) NewClient() (redis.UniversalClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	useTLS, err := parseBool("--redis-tls", f.TLS)
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := f.timeout()
+	if err != nil {
+		return nil, err
+	}
+	if f.SentinelPassword != "" && kind != "sentinel" {
+		return nil, errors.New(EnvSentinelPassword + " is set, but no Sentinel is given (--redis-sentinel-addrs): unset it, or give the Sentinels")
+	}
 	if kind == "url" {
 		opt, err := redis.ParseURL(strings.TrimSpace(f.URL))
 		if err != nil {
 			return nil, fmt.Errorf("--redis-url: %w", err)
 		}
+		if opt.Username == "" {
+			opt.Username = f.Username
+		}
 		if opt.Password == "" {
 			opt.Password = f.Password
+		}
+		if useTLS && opt.TLSConfig == nil {
+			return nil, errors.New("--redis-tls with a redis:// URL: say rediss:// in the URL for TLS to a standalone server")
 		}
 		if roots != nil {
 			if opt.TLSConfig == nil {
@@ -199,18 +238,55 @@ func (f *Flags) NewClient() (redis.UniversalClient, error) {
 			}
 			opt.TLSConfig.RootCAs = roots
 		}
+		setTimeouts(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, timeout)
 		return redis.NewClient(opt), nil
 	}
 	var tlsConf *tls.Config
-	if roots != nil {
+	if roots != nil || useTLS {
+		// RootCAs nil: the system's CAs.
 		tlsConf = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	}
 	if kind == "cluster" {
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: splitAddrs(f.ClusterAddrs), Password: f.Password, TLSConfig: tlsConf}), nil
+		o := &redis.ClusterOptions{Addrs: splitAddrs(f.ClusterAddrs), Username: f.Username, Password: f.Password, TLSConfig: tlsConf}
+		setTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, timeout)
+		return redis.NewClusterClient(o), nil
 	}
-	return redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName: strings.TrimSpace(f.SentinelMaster), SentinelAddrs: splitAddrs(f.SentinelAddrs), Password: f.Password, TLSConfig: tlsConf,
-	}), nil
+	o := &redis.FailoverOptions{
+		MasterName: strings.TrimSpace(f.SentinelMaster), SentinelAddrs: splitAddrs(f.SentinelAddrs),
+		Username: f.Username, Password: f.Password, SentinelPassword: f.SentinelPassword, TLSConfig: tlsConf,
+	}
+	setTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, timeout)
+	return redis.NewFailoverClient(o), nil
+}
+
+// timeout is --redis-timeout, 0 when unset.
+func (f *Flags) timeout() (time.Duration, error) {
+	s := strings.TrimSpace(f.Timeout)
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("--redis-timeout %q: want a positive Go duration such as 2s or 500ms", s)
+	}
+	return d, nil
+}
+
+func setTimeouts(dial, read, write *time.Duration, d time.Duration) {
+	if d > 0 {
+		*dial, *read, *write = d, d, d
+	}
+}
+
+// parseBool reads a true/false flag given as text ("" is false).
+func parseBool(name, s string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "0", "false", "no":
+		return false, nil
+	case "1", "true", "yes":
+		return true, nil
+	}
+	return false, fmt.Errorf("%s %q: want true or false", name, s)
 }
 
 func (f *Flags) rootCAs() (*x509.CertPool, error) {

@@ -27,7 +27,7 @@ func TestRegisterFallsBackToEnv(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
 		EnvURL: " redis://a:1 ", EnvClusterAddrs: "c1,c2", EnvSentinelAddrs: "s1", EnvSentinelMaster: "m",
-		EnvCA: "/ca.pem", EnvPassword: "pw",
+		EnvCA: "/ca.pem", EnvPassword: "pw", EnvTLS: "true", EnvTimeout: "2s", EnvUsername: "realm", EnvSentinelPassword: "spw",
 	}
 	var f Flags
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
@@ -35,6 +35,9 @@ func TestRegisterFallsBackToEnv(t *testing.T) {
 	got := [6]string{f.URL, f.ClusterAddrs, f.SentinelAddrs, f.SentinelMaster, f.CA, f.Password}
 	if want := [6]string{"redis://a:1", "c1,c2", "s1", "m", "/ca.pem", "pw"}; got != want {
 		t.Fatalf("from env: got %q, want %q", got, want)
+	}
+	if more := [4]string{f.TLS, f.Timeout, f.Username, f.SentinelPassword}; more != [4]string{"true", "2s", "realm", "spw"} {
+		t.Fatalf("from env: got %q", more)
 	}
 	if err := fs.Parse([]string{"--redis-url", "redis://b:2", "--redis-cluster-addrs", ""}); err != nil {
 		t.Fatal(err)
@@ -45,7 +48,7 @@ func TestRegisterFallsBackToEnv(t *testing.T) {
 	var help strings.Builder
 	fs.SetOutput(&help)
 	fs.PrintDefaults()
-	for _, e := range []string{EnvURL, EnvClusterAddrs, EnvSentinelAddrs, EnvSentinelMaster, EnvCA, EnvPassword, "Redis of the test", "-redis-url url"} {
+	for _, e := range []string{EnvURL, EnvClusterAddrs, EnvSentinelAddrs, EnvSentinelMaster, EnvCA, EnvPassword, EnvTLS, EnvTimeout, "Redis of the test", "-redis-url url"} {
 		if !strings.Contains(help.String(), e) {
 			t.Errorf("help does not name %s:\n%s", e, help.String())
 		}
@@ -146,6 +149,31 @@ func TestClientPicksTopology(t *testing.T) {
 				}
 			},
 		},
+		{name: "tls flag with a redis:// url", f: Flags{URL: "redis://a:1", TLS: "true"}, wantErr: "rediss://"},
+		{name: "tls flag not a bool", f: Flags{ClusterAddrs: "c1:1", TLS: "maybe"}, wantErr: "--redis-tls"},
+		{name: "bad timeout", f: Flags{URL: "redis://a:1", Timeout: "soon"}, wantErr: "--redis-timeout"},
+		{name: "negative timeout", f: Flags{URL: "redis://a:1", Timeout: "-1s"}, wantErr: "--redis-timeout"},
+		{name: "sentinel password without sentinels", f: Flags{URL: "redis://a:1", SentinelPassword: "spw"}, wantErr: "REDIS_SENTINEL_PASSWORD"},
+		{
+			name: "cluster over tls with the system's CAs, user and timeout", f: Flags{ClusterAddrs: "c1:1", TLS: "true", Username: "realm", Timeout: "750ms"},
+			check: func(t *testing.T, c redis.UniversalClient) {
+				o := c.(*redis.ClusterClient).Options()
+				// RootCAs nil is crypto/tls's "the system's CAs".
+				if o.TLSConfig == nil || o.TLSConfig.RootCAs != nil || o.Username != "realm" ||
+					o.DialTimeout != 750*time.Millisecond || o.ReadTimeout != 750*time.Millisecond || o.WriteTimeout != 750*time.Millisecond {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
+		{
+			name: "standalone keeps go-redis's timeouts unless told", f: Flags{URL: "redis://a:1", Username: "realm"},
+			check: func(t *testing.T, c redis.UniversalClient) {
+				o := c.(*redis.Client).Options()
+				if o.Username != "realm" || o.DialTimeout != 5*time.Second || o.ReadTimeout != 5*time.Second {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
 		{
 			name: "sentinel", f: Flags{SentinelAddrs: "s1:1,s2:2", SentinelMaster: "mymaster", Password: "pw"}, desc: "sentinel master mymaster via s1:1,s2:2",
 			check: func(t *testing.T, c redis.UniversalClient) {
@@ -208,38 +236,63 @@ func writeCA(t *testing.T) string {
 }
 
 // A master watched by a Sentinel of the test's own: Open finds the master
-// through the Sentinel, and writes reach it.
+// through the Sentinel, and writes reach it; a Sentinel with a password of
+// its own (requirepass) is reached with REDIS_SENTINEL_PASSWORD, and
+// refuses Open without it.
 func TestOpenThroughSentinel(t *testing.T) {
 	t.Parallel()
-	master := startServer(t, "redis-server")
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf")
-	body := fmt.Sprintf("sentinel monitor realmtest 127.0.0.1 %d 1\nsentinel down-after-milliseconds realmtest 5000\n", master)
-	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sentinel := startServer(t, "redis-server", conf, "--sentinel")
-	f := Flags{SentinelAddrs: fmt.Sprintf("127.0.0.1:%d", sentinel), SentinelMaster: "realmtest"}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := f.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	direct := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", master)})
-	defer direct.Close()
-	if v, err := direct.Get(ctx, "k").Result(); err != nil || v != "v" {
-		t.Fatalf("the master does not hold the write: %q, %v", v, err)
+	for _, tc := range []struct {
+		name, requirepass string
+	}{{name: "open"}, {name: "with its own password", requirepass: "sentinel-secret"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			master := startServer(t, "redis-server")
+			dir := t.TempDir()
+			conf := filepath.Join(dir, "sentinel.conf")
+			body := fmt.Sprintf("sentinel monitor realmtest 127.0.0.1 %d 1\nsentinel down-after-milliseconds realmtest 5000\n", master)
+			if tc.requirepass != "" {
+				body += "requirepass " + tc.requirepass + "\n"
+			}
+			if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			sentinel := startServerAuth(t, tc.requirepass, "redis-server", conf, "--sentinel")
+			f := Flags{SentinelAddrs: fmt.Sprintf("127.0.0.1:%d", sentinel), SentinelMaster: "realmtest"}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if tc.requirepass != "" {
+				if c, err := f.Open(ctx); err == nil {
+					_ = c.Close()
+					t.Fatal("Open without the Sentinel's password succeeded")
+				}
+				f.SentinelPassword = tc.requirepass
+			}
+			c, err := f.Open(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			direct := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", master)})
+			defer direct.Close()
+			if v, err := direct.Get(ctx, "k").Result(); err != nil || v != "v" {
+				t.Fatalf("the master does not hold the write: %q, %v", v, err)
+			}
+		})
 	}
 }
 
 // startServer runs redis-server (a config file first, if any, then args)
 // on a free port until the test ends, and waits until it answers.
 func startServer(t *testing.T, bin string, args ...string) int {
+	t.Helper()
+	return startServerAuth(t, "", bin, args...)
+}
+
+// startServerAuth is startServer for a server that wants password.
+func startServerAuth(t *testing.T, password, bin string, args ...string) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -253,7 +306,7 @@ func startServer(t *testing.T, bin string, args ...string) int {
 		t.Fatalf("%s (part of the redis-server package, which make test installs): %v", bin, err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), Password: password})
 	defer c.Close()
 	for i := 0; c.Ping(context.Background()).Err() != nil; i++ {
 		if i > 100 {
