@@ -15,6 +15,25 @@ import (
 // it says what it would remove. A run with a healthy claim or a pending
 // finalizer is never purged.
 func (e *Engine) PurgeRun(ctx context.Context, req *realmv1.PurgeRunRequest) (*realmv1.PurgeRunResponse, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := e.purgeOnce(ctx, req)
+		if !store.IsConflict(err) {
+			return resp, err
+		}
+		// Written since it was read (resumed, drained): decide again on
+		// what is there now.
+		if attempt+1 == maxWriteAttempts {
+			return nil, errcode.Newf(errcode.StateSnapshotMismatch,
+				"Run '%s' kept changing under this call (%d attempts); call get_run_state and try again.", req.GetRunId(), maxWriteAttempts)
+		}
+		if err := e.conflictPause(ctx, attempt); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// purgeOnce decides on one read of the run and deletes it at that version.
+func (e *Engine) purgeOnce(ctx context.Context, req *realmv1.PurgeRunRequest) (*realmv1.PurgeRunResponse, error) {
 	t, err := e.read(ctx, req.GetRunId())
 	if errors.Is(err, errRunNotFound) {
 		return &realmv1.PurgeRunResponse{Refusal: realmv1.PurgeRefusal_PURGE_REFUSAL_RUN_NOT_FOUND, Message: "Run not found: " + req.GetRunId()}, nil
@@ -48,7 +67,12 @@ func (e *Engine) PurgeRun(ctx context.Context, req *realmv1.PurgeRunRequest) (*r
 	}
 	// The run's idempotency key goes in the same script, if it still names
 	// this run: a later start with the key creates a new run.
-	if err := e.st.DeleteRun(ctx, r.ID, keyOf(r.WorkflowID, r.IdempotencyKey)); err != nil && !errors.Is(err, store.ErrNotFound) {
+	err = e.st.DeleteRun(ctx, r.ID, keyOf(r.WorkflowID, r.IdempotencyKey), t.base.Version)
+	if store.IsConflict(err) {
+		e.runs.drop(r.ID)
+		return nil, err
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to purge run: "+err.Error())
 	}
 	e.runs.drop(r.ID)

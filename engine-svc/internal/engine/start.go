@@ -133,7 +133,14 @@ func (e *Engine) createOrMatch(ctx context.Context, def *compiled, params map[st
 		}
 		err := e.commit(ctx, t)
 		if store.IsConflict(err) {
-			continue // another caller took the key first: match it
+			// Another caller took the key first: match it (after a pause
+			// when this keeps happening).
+			if attempt > 0 {
+				if err := e.conflictPause(ctx, attempt-1); err != nil {
+					return nil, false, nil, err
+				}
+			}
+			continue
 		}
 		if err != nil {
 			return nil, false, nil, err

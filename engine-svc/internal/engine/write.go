@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -55,7 +56,7 @@ func (e *errWorkflowMissing) Error() string {
 // the transaction written, the change is committed with one compare-and-set
 // on run_version. On a conflict the run is reloaded and fn runs again.
 func (e *Engine) update(ctx context.Context, runID string, fn func(t *txn) error) (*txn, error) {
-	fresh := false
+	fresh, races := false, 0
 	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
 		// A decision that writes nothing (a refusal, "nothing to do") has
 		// no compare-and-set to catch a cached copy another replica has
@@ -84,6 +85,14 @@ func (e *Engine) update(ctx context.Context, runID string, fn func(t *txn) error
 		}
 		err = e.commit(ctx, t)
 		if store.IsConflict(err) {
+			// A cached copy another replica overtook is no race: reload at
+			// once. Losing to a writer on the store's own copy is: back off.
+			if !cached {
+				if err := e.conflictPause(ctx, races); err != nil {
+					return nil, err
+				}
+				races++
+			}
 			fresh = true
 			continue
 		}
@@ -94,6 +103,21 @@ func (e *Engine) update(ctx context.Context, runID string, fn func(t *txn) error
 	}
 	return nil, errcode.Newf(errcode.StateSnapshotMismatch,
 		"Run '%s' kept changing under this call (%d attempts); call get_run_state and try again.", runID, maxWriteAttempts)
+}
+
+// conflictPause waits before the next try of an act that lost a race for
+// the n-th time: full jitter over an exponential window (1 ms, 2 ms, …,
+// at most 512 ms), so writers that collided do not collide again in step.
+func (e *Engine) conflictPause(ctx context.Context, n int) error {
+	window := time.Millisecond << min(n, 9)
+	t := time.NewTimer(rand.N(window) + 1)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return errcode.Wrap(errcode.StateSnapshotMismatch, ctx.Err(), "the call ended while it waited to write again after losing a race: "+ctx.Err().Error())
+	case <-t.C:
+		return nil
+	}
 }
 
 // read loads a run for a reader (never from the cache: a reader must see

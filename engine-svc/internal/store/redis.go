@@ -714,8 +714,10 @@ func (r *Redis) LookupKey(ctx context.Context, key string) (string, error) {
 // idempotency key (if key is set and still names the run) in one script:
 // a keyed run's id is minted in its key's bucket (NewRunID), so they share
 // a Cluster slot. A key in another bucket (a run keyed by hand) is left for
-// `realm run gc`. ErrNotFound if the run does not exist.
-func (r *Redis) DeleteRun(ctx context.Context, runID, key string) error {
+// `realm run gc`. ErrNotFound if the run does not exist. With expect at 0
+// or above, the run is deleted only at that version: a run written since
+// (resumed, answered) is left whole and *ConflictError returned.
+func (r *Redis) DeleteRun(ctx context.Context, runID, key string, expect int64) error {
 	if err := validRunID(runID); err != nil {
 		return err
 	}
@@ -732,14 +734,28 @@ func (r *Redis) DeleteRun(ctx context.Context, runID, key string) error {
 	if key != "" && r.BucketForKey(key) == bucket {
 		keys, withKey = append(keys, r.IdemKeyName(key)), "1"
 	}
-	n, err := deleteScript.Run(ctx, r.c, keys, runID, withKey).Int64()
+	at := ""
+	if expect >= 0 {
+		at = strconv.FormatInt(expect, 10)
+	}
+	res, err := deleteScript.Run(ctx, r.c, keys, runID, withKey, at).Result()
 	if err != nil {
 		return fmt.Errorf("store: delete run %s: %w", runID, err)
 	}
-	if n == 0 {
-		return ErrNotFound
+	switch v := res.(type) {
+	case int64:
+		if v == 0 {
+			return ErrNotFound
+		}
+		return nil
+	case []any:
+		if len(v) == 2 {
+			if cur, err := parseVersion(v[1]); err == nil {
+				return &ConflictError{Version: cur}
+			}
+		}
 	}
-	return nil
+	return fmt.Errorf("store: delete run %s: unexpected script reply %v", runID, res)
 }
 
 // Ping checks the connection.

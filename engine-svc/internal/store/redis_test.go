@@ -389,7 +389,7 @@ func TestDeleteRemovesConfiguredRunIndexes(t *testing.T) {
 			Index: []store.IndexOp{{Index: "index", Member: id, Score: 1}, {Index: "activity", Member: id, Score: 1}}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.DeleteRun(ctx, id, ""); err != nil {
+		if err := s.DeleteRun(ctx, id, "", -1); err != nil {
 			t.Fatal(err)
 		}
 		if n, _ := c.Exists(ctx, s.IndexKey(s.BucketOf(id), "activity")).Result(); n != 0 {

@@ -102,12 +102,18 @@ return {1}
 
 // deleteScript removes a run's keys, its member in each run index and,
 // when ARGV[2] is "1", its idempotency key (the last KEYS entry) if that
-// still names the run.
+// still names the run. With ARGV[3] set, only while the run is at that
+// version.
 //
-//	KEYS: run, out, ev, run index keys…[, idem key]   ARGV: 1 run id, 2 "1" with an idem key
+//	KEYS: run, out, ev, run index keys…[, idem key]   ARGV: 1 run id, 2 "1" with an idem key, 3 version ("" = any)
 //
-// Replies 1 if the run existed, else 0.
+// Replies 1 if the run existed, else 0; {-1, stored version} and nothing
+// deleted when the run has moved past ARGV[3].
 var deleteScript = redis.NewScript(`
+if ARGV[3] ~= '' then
+  local cur = redis.call('HGET', KEYS[1], 'v')
+  if cur and cur ~= ARGV[3] then return {-1, cur} end
+end
 local existed = redis.call('EXISTS', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 local last = #KEYS

@@ -186,8 +186,9 @@ type Store interface {
 	Due(ctx context.Context, index string, upTo float64, limit int) ([]string, error)
 	// DeleteRun removes a run, its outputs, evidence and index entries,
 	// and its idempotency key (the workflow-scoped key, "" for none) if the
-	// key still names it.
-	DeleteRun(ctx context.Context, runID, key string) error
+	// key still names it; with expect ≥ 0 only while the run is at that
+	// version (else *ConflictError, nothing deleted).
+	DeleteRun(ctx context.Context, runID, key string, expect int64) error
 
 	// PutWorkflow stores a new version of a definition and returns it.
 	PutWorkflow(ctx context.Context, id string, definition []byte) (*WorkflowRecord, error)

@@ -43,6 +43,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"MalformedChangesAreRefusedNotConflicts", testInvalid},
 		{"DueReturnsMembersAtOrBelowTheTimeAcrossBuckets", testDue},
 		{"ACommitSentTwiceAppliesOnce", testRepeatedCommit},
+		{"DeleteAtAVersionLeavesAMovedRunWhole", testDeleteAtVersion},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -422,7 +423,7 @@ func testDelete(t *testing.T, s store.Store) {
 			c.Index = []store.IndexOp{{Index: "index", Member: c.RunID, Score: 10}}
 		})
 	}
-	if err := s.DeleteRun(ctx, id, ""); err != nil {
+	if err := s.DeleteRun(ctx, id, "", -1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.LoadRun(ctx, id); !errors.Is(err, store.ErrNotFound) {
@@ -438,7 +439,7 @@ func testDelete(t *testing.T, s store.Store) {
 	if !slices.Equal(page.RunIDs, []string{keep}) {
 		t.Fatalf("listed %v after delete, want only %s", page.RunIDs, keep)
 	}
-	if err := s.DeleteRun(ctx, id, ""); !errors.Is(err, store.ErrNotFound) {
+	if err := s.DeleteRun(ctx, id, "", -1); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("second delete: %v, want ErrNotFound", err)
 	}
 	// A recreated run starts clean: no leftover outputs or evidence.
@@ -536,7 +537,7 @@ func testDue(t *testing.T, s store.Store) {
 		t.Fatalf("limit 1 returned %v", due)
 	}
 	// A deleted run leaves the timers too.
-	if err := s.DeleteRun(ctx, ids[0], ""); err != nil {
+	if err := s.DeleteRun(ctx, ids[0], "", -1); err != nil {
 		t.Fatal(err)
 	}
 	if due, _ := s.Due(ctx, "expiries", 1000, 10); slices.Contains(due, ids[0]) {
@@ -601,5 +602,30 @@ func testRepeatedCommit(t *testing.T, s store.Store) {
 	bad.CommitID = "not-hex"
 	if err := s.CommitRun(ctx, &bad); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("malformed commit id: %v, want ErrInvalid", err)
+	}
+}
+
+// testDeleteAtVersion deletes only the run the caller read: one written
+// since (resumed, answered) is left whole.
+func testDeleteAtVersion(t *testing.T, s store.Store) {
+	id := s.NewRunID("")
+	create(t, s, id, func(c *store.Change) { c.Evidence = [][]byte{[]byte(`"made"`)} })
+	if err := s.CommitRun(ctx, &store.Change{RunID: id, ExpectVersion: 0, NewVersion: 1, Doc: []byte(`{"resumed":true}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if c := conflict(t, s.DeleteRun(ctx, id, "", 0)); c.Version != 1 {
+		t.Fatalf("stale delete: conflict at %d, want 1", c.Version)
+	}
+	if snap := load(t, s, id); snap.Version != 1 || snap.EvidenceLen != 1 {
+		t.Fatalf("after a refused delete: version %d, %d evidence entries; want the run whole", snap.Version, snap.EvidenceLen)
+	}
+	if err := s.DeleteRun(ctx, id, "", 1); err != nil {
+		t.Fatalf("delete at the stored version: %v", err)
+	}
+	if _, err := s.LoadRun(ctx, id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after delete: %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteRun(ctx, id, "", 1); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("delete of a gone run: %v, want ErrNotFound", err)
 	}
 }
