@@ -142,10 +142,27 @@ func (e *Engine) SweepExpired(ctx context.Context, limit int) (int, error) {
 			t.warnings = nil
 			if x := t.enactExpiry("sweeper"); x != nil {
 				did = true
+				return nil
+			}
+			if _, _, due := t.expiredGate(); !due {
+				// Nothing to carry out (a gate without on_expiry, written
+				// before such gates left the index): rewrite the run's
+				// index entries, as they are now computed, so it stops
+				// coming back ahead of the work that is due.
+				t.maint, t.keepUpdatedAt = true, true
+				t.touch()
 			}
 			return nil
 		})
 		if errors.Is(err, errRunNotFound) {
+			// An entry whose run is gone (removed by hand, evicted) would
+			// come back at the head of the index every sweep: reap it,
+			// only while the run is still absent.
+			if m, ok := e.st.(store.Maintenance); ok {
+				if _, err := m.ReapIndexEntry(ctx, store.IndexExpiries, runID); err != nil {
+					e.log.Warn("sweep: could not clear the entry of a missing run", "run_id", runID, "err", err)
+				}
+			}
 			continue
 		}
 		if err != nil {

@@ -303,7 +303,9 @@ func (e *Engine) listStuck(ctx context.Context, req *realmv1.ListRunsRequest) (*
 		index string
 		upTo  float64
 	}{
-		{store.IndexClaims, nowMS}, {store.IndexExpiries, nowMS}, {store.IndexFinalizers, math.Inf(1)}, {store.IndexBlocked, math.Inf(1)},
+		// expiries as well as gate_deadlines: a run last written before
+		// gate_deadlines existed is only in the first.
+		{store.IndexClaims, nowMS}, {store.IndexGateDeadlines, nowMS}, {store.IndexExpiries, nowMS}, {store.IndexFinalizers, math.Inf(1)}, {store.IndexBlocked, math.Inf(1)},
 		{store.IndexActivity, float64(now.Add(-threshold).UnixMilli())},
 	} {
 		due, err := e.st.Due(ctx, q.index, q.upTo, stuckScanLimit)

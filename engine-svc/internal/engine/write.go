@@ -357,13 +357,16 @@ func (t *txn) timerIndexes() []store.IndexOp {
 		}
 		hasClaim = true
 	}
-	expiry, hasExpiry := 0.0, false
+	expiry, hasExpiry, enacts := 0.0, false, false
 	if g := r.PendingGate; g != nil && g.ExpiresAt != "" && open {
-		expiry, hasExpiry = float64(record.ParseTime(g.ExpiresAt).UnixMilli()), true
+		expiry, hasExpiry, enacts = float64(record.ParseTime(g.ExpiresAt).UnixMilli()), true, g.OnExpiry != ""
 	}
 	return []store.IndexOp{
 		set(store.IndexClaims, claim, open && hasClaim),
-		set(store.IndexExpiries, expiry, hasExpiry),
+		// Only a gate with something to carry out is the sweeper's: one
+		// without on_expiry would sit at the head of its index for ever.
+		set(store.IndexExpiries, expiry, enacts),
+		set(store.IndexGateDeadlines, expiry, hasExpiry),
 		set(store.IndexActivity, float64(t.now.UnixMilli()), open),
 		set(store.IndexFinalizers, 0, !open && len(pendingFinalizers(r)) > 0),
 		set(store.IndexBlocked, 0, open && len(r.CapabilityBlocks) > 0),

@@ -42,6 +42,9 @@ type Runner struct {
 	Handlers []Handler `json:"handlers"`
 	Adapters []string  `json:"adapters,omitempty"`
 	Expires  time.Time `json:"expires"`
+	// LeaseMS is the lease the runner registered with, which every
+	// renewal grants again (0 in records written before it was kept).
+	LeaseMS int64 `json:"lease_ms,omitempty"`
 }
 
 // Has reports whether the runner serves a handler.
@@ -91,6 +94,7 @@ func (g *Registry) Register(ctx context.Context, r Runner, lease time.Duration) 
 	}
 	r.ID = uuid.NewString()
 	r.Expires = g.now().Add(lease)
+	r.LeaseMS = lease.Milliseconds()
 	b, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
@@ -116,8 +120,9 @@ redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 return 1
 `)
 
-// Renew extends a runner's lease. ErrNotFound when it has lapsed.
-func (g *Registry) Renew(ctx context.Context, id string, lease time.Duration) (time.Time, error) {
+// Renew extends a runner's lease by the lease it registered with (by
+// fallback for a record that does not say). ErrNotFound when it has lapsed.
+func (g *Registry) Renew(ctx context.Context, id string, fallback time.Duration) (time.Time, error) {
 	raw, err := g.c.Get(ctx, g.runnerKey(id)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return time.Time{}, ErrNotFound
@@ -128,6 +133,10 @@ func (g *Registry) Renew(ctx context.Context, id string, lease time.Duration) (t
 	var r Runner
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return time.Time{}, fmt.Errorf("registry: renew: %w", err)
+	}
+	lease := time.Duration(r.LeaseMS) * time.Millisecond
+	if lease <= 0 {
+		lease = fallback
 	}
 	r.Expires = g.now().Add(lease)
 	b, _ := json.Marshal(r)

@@ -11,8 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/realm-go/realm/engine-svc/internal/engine"
-	"github.com/realm-go/realm/engine-svc/internal/registry"
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/engine-svc/internal/store/respproxy"
 	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
@@ -155,11 +153,7 @@ func driveLostReply(t *testing.T, f *lostReplyFault, k int) lostReplyRun {
 	if err := st.Check(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{}
-	reg := registry.New(direct, prefix, clk.Now, time.Millisecond)
-	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: (setupConfig{}).logger()})
-	conn := serve(t, eng, reg)
-	e := &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), st: st, rc: direct, prefix: prefix, eng: eng, clock: clk}
+	e := engineOn(t, st, direct, prefix)
 
 	var priced, released atomic.Int64
 	startRunner(t, e, map[string]handlerFunc{

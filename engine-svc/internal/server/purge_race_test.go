@@ -4,10 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/realm-go/realm/engine-svc/internal/engine"
-	"github.com/realm-go/realm/engine-svc/internal/registry"
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -36,11 +33,7 @@ func TestPurgeDoesNotDeleteARunResumedUnderIt(t *testing.T) {
 	prefix := storetest.UniquePrefix(t)
 	storetest.CleanupPrefix(t, prefix)
 	st := &interleavingStore{Redis: store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16})}
-	clk := &clock{}
-	reg := registry.New(rc, prefix, clk.Now, time.Millisecond)
-	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: (setupConfig{}).logger()})
-	conn := serve(t, eng, reg)
-	e := &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), st: st.Redis, rc: rc, prefix: prefix, eng: eng, clock: clk}
+	e := engineOn(t, st, rc, prefix)
 
 	e.register(t, []byte("id: once\nname: Once\nversion: 1\nsteps:\n  ask:\n    description: Ask.\n    execution: agent\n    validation_exhaustion: { threshold: 1 }\n    output_schema:\n      type: object\n      required: [ok]\n      properties:\n        ok: { type: boolean }\n"))
 	run := start(t, e, "once", nil).GetRunId()

@@ -86,6 +86,7 @@ func (s *Registry) Register(ctx context.Context, req *realmv1.RegisterRequest) (
 }
 
 func (s *Registry) Renew(ctx context.Context, req *realmv1.RenewRequest) (*realmv1.RenewResponse, error) {
+	// The runner's own lease, as registered (and clamped then).
 	exp, err := s.reg.Renew(ctx, req.GetRunnerId(), defaultLease)
 	if errors.Is(err, registry.ErrNotFound) {
 		return nil, status.Error(codes.NotFound, "runner is not registered (its lease ran out): register again")

@@ -90,6 +90,22 @@ func setup(t testing.TB, backend string, opts ...setupOption) *env {
 	return &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix, eng: eng, clock: clk}
 }
 
+// engineOn serves an engine over st (a store of the test's own making, on
+// rc and prefix: a proxied client, a wrapper, another bucket count); the
+// registry talks to rc directly.
+func engineOn(t testing.TB, st store.Store, rc redis.UniversalClient, prefix string) *env {
+	t.Helper()
+	clk := &clock{}
+	reg := registry.New(rc, prefix, clk.Now, time.Millisecond)
+	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: (setupConfig{}).logger()})
+	conn := serve(t, eng, reg)
+	e := &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), rc: rc, prefix: prefix, eng: eng, clock: clk}
+	if r, ok := st.(*store.Redis); ok {
+		e.st = r
+	}
+	return e
+}
+
 // setupConfig holds what a test adds to the standard engine.
 type setupConfig struct {
 	metrics    prometheus.Registerer // engine, gRPC server and Redis client

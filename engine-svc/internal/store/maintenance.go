@@ -30,6 +30,9 @@ type Maintenance interface {
 	// still gone (and, for a key pointer, it still names that run). It
 	// reports false when there was nothing to remove.
 	ReapResidue(ctx context.Context, r Residue) (bool, error)
+	// ReapIndexEntry removes runID from its bucket's index, only if the
+	// run's document is gone, and reports whether it did.
+	ReapIndexEntry(ctx context.Context, index, runID string) (bool, error)
 	// IndexMembers returns, per run index, the run ids it holds.
 	IndexMembers(ctx context.Context) (map[string]map[string]bool, error)
 	// PointKey sets an idempotency key to runID if it still holds expect
@@ -391,6 +394,17 @@ func (r *Redis) ReapResidue(ctx context.Context, res Residue) (bool, error) {
 		return false, fmt.Errorf("store: reap %s: %w", res.Key, err)
 	}
 	return n > 0, nil
+}
+
+// ReapIndexEntry removes runID from its bucket's index if its run is gone.
+func (r *Redis) ReapIndexEntry(ctx context.Context, index, runID string) (bool, error) {
+	if err := validName(index); err != nil {
+		return false, err
+	}
+	if err := validRunID(runID); err != nil {
+		return false, err
+	}
+	return r.ReapResidue(ctx, Residue{Kind: ResidueIndex, RunID: runID, Key: r.IndexKey(r.BucketOf(runID), index)})
 }
 
 // PointKey sets an idempotency key to runID if it holds expect.
