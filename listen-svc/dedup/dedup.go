@@ -1,25 +1,71 @@
-// Package dedup remembers the delivery ids a webhook has already started a
-// run for, each for its trigger's TTL (listen spec §8). Redis is the store
-// every replica shares; Memory is one process's own.
+// Package dedup keeps one record per webhook delivery id, for its trigger's
+// TTL (listen spec §8): whether the delivery's run was handed off to its
+// driver, and who is handing it off now. Redis is the store every replica
+// shares; Memory is one process's own.
+//
+// A record goes new → in progress (a request's claim, with a lease) →
+// handed off; a hand-off that does not complete releases the claim to
+// received, and a claim whose lease lapsed (its listener died) counts as
+// received too, so the next copy of the delivery claims it and hands the
+// same run off again. Only a handed-off record is a duplicate.
 package dedup
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Store remembers delivery ids per workflow.
+// State is what a delivery's record says.
+type State int
+
+const (
+	// New: no record (never seen, or forgotten after its TTL).
+	New State = iota
+	// Received: seen, but its run was not handed off (the hand-off failed,
+	// or the claim of the request trying it lapsed).
+	Received
+	// InProgress: another request holds a live claim and is handing off.
+	InProgress
+	// HandedOff: the delivery's run was handed off.
+	HandedOff
+)
+
+func (s State) String() string {
+	switch s {
+	case New:
+		return "new"
+	case Received:
+		return "received"
+	case InProgress:
+		return "in_progress"
+	case HandedOff:
+		return "handed_off"
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Store keeps delivery records per workflow. Every method is one atomic
+// step on one record.
 type Store interface {
-	// Seen reports whether id was remembered for workflowID and has not
-	// expired.
-	Seen(ctx context.Context, workflowID, id string) (bool, error)
-	// Remember keeps id for ttl.
-	Remember(ctx context.Context, workflowID, id string, ttl time.Duration) error
+	// Claim takes the delivery for one hand-off, held by token until lease
+	// passes, when no live claim holds it and its run was not handed off.
+	// It returns the state it found: New or Received (now claimed by
+	// token), InProgress or HandedOff (not claimed). The record is kept
+	// for ttl (at least the lease).
+	Claim(ctx context.Context, workflowID, id, token string, lease, ttl time.Duration) (State, error)
+	// HandedOff records that the delivery's run was handed off, for ttl.
+	HandedOff(ctx context.Context, workflowID, id string, ttl time.Duration) error
+	// Release gives token's claim up after a hand-off that did not
+	// complete: the record says Received, for ttl. A record not claimed
+	// by token is left as it is.
+	Release(ctx context.Context, workflowID, id, token string, ttl time.Duration) error
 }
 
 // key names an id without storing it: ids come from senders and may be
@@ -30,12 +76,19 @@ func key(workflowID, id string) string {
 }
 
 // Memory is a process-local Store: every replica, and every restart, has
-// its own. Expired ids are dropped as the map is written.
+// its own. Expired records are dropped as the map is written.
 type Memory struct {
 	mu     sync.Mutex
-	until  map[string]time.Time
+	recs   map[string]memRecord
 	now    func() time.Time
 	writes int
+}
+
+type memRecord struct {
+	state      State // Received, InProgress or HandedOff
+	token      string
+	leaseUntil time.Time
+	until      time.Time
 }
 
 // NewMemory returns an empty Memory store; now nil is time.Now.
@@ -43,42 +96,75 @@ func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{until: map[string]time.Time{}, now: now}
+	return &Memory{recs: map[string]memRecord{}, now: now}
 }
 
-// Seen implements Store.
-func (m *Memory) Seen(_ context.Context, workflowID, id string) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t, ok := m.until[key(workflowID, id)]
-	return ok && m.now().Before(t), nil
-}
-
-// Remember implements Store.
-func (m *Memory) Remember(_ context.Context, workflowID, id string, ttl time.Duration) error {
+// Claim implements Store.
+func (m *Memory) Claim(_ context.Context, workflowID, id, token string, lease, ttl time.Duration) (State, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	m.until[key(workflowID, id)] = now.Add(ttl)
-	m.writes++
-	if m.writes%1024 == 0 { // amortised sweep keeps the map to live ids
-		for k, t := range m.until {
-			if !now.Before(t) {
-				delete(m.until, k)
-			}
+	k := key(workflowID, id)
+	prior := New
+	if r, ok := m.recs[k]; ok && now.Before(r.until) {
+		switch {
+		case r.state == HandedOff:
+			return HandedOff, nil
+		case r.state == InProgress && now.Before(r.leaseUntil):
+			return InProgress, nil
 		}
+		prior = Received
+	}
+	m.put(k, memRecord{state: InProgress, token: token, leaseUntil: now.Add(lease), until: now.Add(max(ttl, lease))}, now)
+	return prior, nil
+}
+
+// HandedOff implements Store.
+func (m *Memory) HandedOff(_ context.Context, workflowID, id string, ttl time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	m.put(key(workflowID, id), memRecord{state: HandedOff, until: now.Add(ttl)}, now)
+	return nil
+}
+
+// Release implements Store.
+func (m *Memory) Release(_ context.Context, workflowID, id, token string, ttl time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	k := key(workflowID, id)
+	if r, ok := m.recs[k]; ok && r.state == InProgress && r.token == token {
+		m.put(k, memRecord{state: Received, until: now.Add(ttl)}, now)
 	}
 	return nil
 }
 
-// Redis keeps ids as keys with a TTL, so every replica sharing the Redis
-// agrees and Redis itself forgets them.
+func (m *Memory) put(k string, r memRecord, now time.Time) {
+	m.recs[k] = r
+	m.writes++
+	if m.writes%1024 == 0 { // amortised sweep keeps the map to live records
+		for k, r := range m.recs {
+			if !now.Before(r.until) {
+				delete(m.recs, k)
+			}
+		}
+	}
+}
+
+// Redis keeps each record as one key with a TTL, so every replica sharing
+// the Redis agrees and Redis itself forgets them. The value is
+// `handed_off`, `received` or `claim:<token>:<lease end, Unix ms>`; `1`
+// (what earlier versions wrote once a run was handed off) reads as
+// handed off. Each method is one command or one script on one key.
 type Redis struct {
 	rc     redis.UniversalClient
 	prefix string
+	// Now is the clock leases are measured on (nil: time.Now).
+	Now func() time.Time
 }
 
-// DefaultRedisPrefix is where ids live unless told otherwise:
+// DefaultRedisPrefix is where records live unless told otherwise:
 // <prefix>:<workflow id>:<first 32 hex of sha256(id)>.
 const DefaultRedisPrefix = "realm:listen:dedup"
 
@@ -90,13 +176,69 @@ func NewRedis(rc redis.UniversalClient, prefix string) *Redis {
 	return &Redis{rc: rc, prefix: prefix}
 }
 
-// Seen implements Store.
-func (r *Redis) Seen(ctx context.Context, workflowID, id string) (bool, error) {
-	n, err := r.rc.Exists(ctx, r.prefix+":"+key(workflowID, id)).Result()
-	return n > 0, err
+// claimScript: KEYS[1] the record; ARGV token, now (ms), lease end (ms),
+// key TTL (ms). Returns the state found.
+var claimScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+local prior = 'new'
+if v then
+  if v == 'received' then
+    prior = 'received'
+  elseif string.sub(v, 1, 6) == 'claim:' then
+    local lease = tonumber(string.match(v, ':(%d+)$'))
+    if lease and lease > tonumber(ARGV[2]) then return 'in_progress' end
+    prior = 'received'
+  else
+    return 'handed_off'
+  end
+end
+redis.call('SET', KEYS[1], 'claim:' .. ARGV[1] .. ':' .. ARGV[3], 'PX', ARGV[4])
+return prior
+`)
+
+// releaseScript: KEYS[1] the record; ARGV token, key TTL (ms).
+var releaseScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+local mine = 'claim:' .. ARGV[1] .. ':'
+if v and string.sub(v, 1, #mine) == mine then
+  redis.call('SET', KEYS[1], 'received', 'PX', ARGV[2])
+  return 1
+end
+return 0
+`)
+
+func (r *Redis) key(workflowID, id string) string { return r.prefix + ":" + key(workflowID, id) }
+
+// Claim implements Store. The lease is measured on the listeners' clocks.
+func (r *Redis) Claim(ctx context.Context, workflowID, id, token string, lease, ttl time.Duration) (State, error) {
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	got, err := claimScript.Run(ctx, r.rc, []string{r.key(workflowID, id)},
+		token, now.UnixMilli(), now.Add(lease).UnixMilli(), max(ttl, lease).Milliseconds()).Text()
+	if err != nil {
+		return New, err
+	}
+	switch got {
+	case "new":
+		return New, nil
+	case "received":
+		return Received, nil
+	case "in_progress":
+		return InProgress, nil
+	case "handed_off":
+		return HandedOff, nil
+	}
+	return New, fmt.Errorf("dedup: unexpected claim reply %q", got)
 }
 
-// Remember implements Store.
-func (r *Redis) Remember(ctx context.Context, workflowID, id string, ttl time.Duration) error {
-	return r.rc.Set(ctx, r.prefix+":"+key(workflowID, id), "1", ttl).Err()
+// HandedOff implements Store.
+func (r *Redis) HandedOff(ctx context.Context, workflowID, id string, ttl time.Duration) error {
+	return r.rc.Set(ctx, r.key(workflowID, id), "handed_off", ttl).Err()
+}
+
+// Release implements Store.
+func (r *Redis) Release(ctx context.Context, workflowID, id, token string, ttl time.Duration) error {
+	return releaseScript.Run(ctx, r.rc, []string{r.key(workflowID, id)}, token, ttl.Milliseconds()).Err()
 }

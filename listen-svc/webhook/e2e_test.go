@@ -83,6 +83,18 @@ func freeAddr(t testing.TB) string {
 func startAgentSvc(t testing.TB, engineAddr string) realmv1.AgentServiceClient {
 	t.Helper()
 	addr := freeAddr(t)
+	startAgentSvcAt(t, engineAddr, addr)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return realmv1.NewAgentServiceClient(conn)
+}
+
+// startAgentSvcAt runs agent-svc on addr and returns once it listens.
+func startAgentSvcAt(t testing.TB, engineAddr, addr string) {
+	t.Helper()
 	var out bytes.Buffer
 	cmd := exec.Command(agentSvcBinary(t), "--addr", addr, "--engine-addr", engineAddr, "--gate-poll", "50ms")
 	cmd.Env = append(os.Environ(), "ANTHROPIC_API_KEY=test-key", "ANTHROPIC_BASE_URL="+anthropicStub(t), "OPENAI_API_KEY=")
@@ -106,12 +118,6 @@ func startAgentSvc(t testing.TB, engineAddr string) realmv1.AgentServiceClient {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return realmv1.NewAgentServiceClient(conn)
 }
 
 func TestAnAcceptedDeliveryIsDrivenToItsEndByAgentSvc(t *testing.T) {

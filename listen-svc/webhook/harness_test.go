@@ -37,14 +37,22 @@ func ctx(t testing.TB) context.Context {
 	return c
 }
 
-// fakeDispatcher records the runs handed to it; err fails every handover.
+// fakeDispatcher records the runs handed to it; err fails every handover;
+// hold, when set, is waited on before a handover counts.
 type fakeDispatcher struct {
 	mu   sync.Mutex
 	runs []string
 	err  error
+	hold chan struct{}
 }
 
 func (f *fakeDispatcher) Dispatch(_ context.Context, runID string) error {
+	f.mu.Lock()
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -52,6 +60,13 @@ func (f *fakeDispatcher) Dispatch(_ context.Context, runID string) error {
 	}
 	f.runs = append(f.runs, runID)
 	return nil
+}
+
+// set changes how the next handovers go.
+func (f *fakeDispatcher) set(err error, hold chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err, f.hold = err, hold
 }
 
 func (f *fakeDispatcher) handed() []string {

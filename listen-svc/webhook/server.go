@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -44,8 +46,15 @@ type Options struct {
 	Caller *realmv1.Caller
 	// Now is the clock for timestamp checks (nil: time.Now).
 	Now func() time.Time
-	// CallTimeout bounds each engine call (0: 30s).
+	// CallTimeout bounds each engine call (0: 30s), and the wait for
+	// another request handing off the same delivery.
 	CallTimeout time.Duration
+	// ClaimMargin is added to CallTimeout for the lease of a delivery's
+	// claim: a listener that dies mid hand-off holds it no longer (0: 10s).
+	ClaimMargin time.Duration
+	// ClaimPoll is how often a claimed delivery is looked at again while
+	// another request hands it off (0: 50ms).
+	ClaimPoll time.Duration
 }
 
 // Server is the webhook HTTP handler.
@@ -73,6 +82,12 @@ func New(o Options) *Server {
 	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = 30 * time.Second
+	}
+	if o.ClaimMargin <= 0 {
+		o.ClaimMargin = 10 * time.Second
+	}
+	if o.ClaimPoll <= 0 {
+		o.ClaimPoll = 50 * time.Millisecond
 	}
 	return &Server{o: o}
 }
@@ -171,25 +186,88 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.o.Log.Warn("webhook: dedup id unresolvable, proceeding without dedup", KV{"path", m.Path})
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.o.CallTimeout)
-	defer cancel()
+	var c *claim
 	if hasID {
-		seen, err := s.o.Dedup.Seen(ctx, m.WorkflowID, id)
-		if err != nil {
-			// The run's idempotency key still catches a repeat.
-			s.o.Log.Error("webhook: failed to read dedup id", KV{"path", m.Path}, KV{"error", err.Error()})
-		}
-		if seen {
-			s.o.Log.Debug("webhook: deduplicated", KV{"path", m.Path})
-			send(w, http.StatusOK, field{"status", "deduplicated"})
+		var done bool
+		if c, done = s.claim(r.Context(), w, m, id); done {
 			return
 		}
+		if c != nil {
+			// Whatever ends this request short of a hand-off gives the
+			// claim up, so the next copy of the delivery is not a
+			// duplicate.
+			defer c.release(s, m)
+		}
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.o.CallTimeout)
+	defer cancel()
 	params, missing := t.Params(req)
 	for _, p := range missing {
 		s.o.Log.Warn("webhook params: could not resolve path", KV{"path", p})
 	}
-	s.start(ctx, w, m, params, id)
+	s.start(ctx, w, m, params, id, c)
+}
+
+// claim is a request's hold on its delivery's dedup record.
+type claim struct {
+	id, token string
+	// prior is the state the record was claimed from: New, or Received
+	// when an earlier copy's hand-off did not complete.
+	prior     dedup.State
+	handedOff bool
+}
+
+func (c *claim) release(s *Server, m *Mount) {
+	if c.handedOff {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.CallTimeout)
+	defer cancel()
+	if err := s.o.Dedup.Release(ctx, m.WorkflowID, c.id, c.token, m.Trigger.Dedup.TTL); err != nil {
+		s.o.Log.Error("webhook: failed to release dedup id", KV{"path", m.Path}, KV{"error", err.Error()})
+	}
+}
+
+// claim takes the delivery's dedup record for this request's hand-off. A
+// record whose run was handed off answers 200 deduplicated; one another
+// request is handing off is waited for (its outcome decides), at most
+// CallTimeout. done says a reply was sent. A store that cannot be read
+// gives no claim (nil): the run's idempotency key still catches a repeat.
+func (s *Server) claim(rctx context.Context, w http.ResponseWriter, m *Mount, id string) (c *claim, done bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), s.o.CallTimeout)
+	defer cancel()
+	token := newToken()
+	lease := s.o.CallTimeout + s.o.ClaimMargin
+	for {
+		st, err := s.o.Dedup.Claim(ctx, m.WorkflowID, id, token, lease, m.Trigger.Dedup.TTL)
+		if err != nil && ctx.Err() == nil {
+			s.o.Log.Error("webhook: failed to read dedup id", KV{"path", m.Path}, KV{"error", err.Error()})
+			return nil, false
+		}
+		switch {
+		case err != nil:
+			// The wait ran out in the call: answered below.
+		case st == dedup.HandedOff:
+			s.o.Log.Debug("webhook: deduplicated", KV{"path", m.Path})
+			send(w, http.StatusOK, field{"status", "deduplicated"})
+			return nil, true
+		case st == dedup.New || st == dedup.Received:
+			return &claim{id: id, token: token, prior: st}, false
+		}
+		select {
+		case <-time.After(s.o.ClaimPoll):
+		case <-ctx.Done():
+			s.o.Log.Warn("webhook: hand-off of the same delivery still in progress", KV{"path", m.Path})
+			send(w, http.StatusServiceUnavailable, field{"error", "handoff_in_progress"}, field{"status", "rejected"})
+			return nil, true
+		}
+	}
+}
+
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // readBody reads the whole body within the size and time limits.
@@ -207,8 +285,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 }
 
 // start creates the run (params checked by the engine against
-// params_schema; the delivery id as idempotency key) and hands it over.
-func (s *Server) start(ctx context.Context, w http.ResponseWriter, m *Mount, params map[string]any, id string) {
+// params_schema; the delivery id as idempotency key) and hands it over. c
+// is the request's claim on the delivery's dedup record (nil: no dedup id,
+// or the record could not be read).
+func (s *Server) start(ctx context.Context, w http.ResponseWriter, m *Mount, params map[string]any, id string, c *claim) {
 	ps, err := structpb.NewStruct(params)
 	if err != nil {
 		s.o.Log.Error("listen: unhandled handler error", KV{"path", m.Path}, KV{"error", err.Error()})
@@ -237,17 +317,32 @@ func (s *Server) start(ctx context.Context, w http.ResponseWriter, m *Mount, par
 		return
 	}
 	runID := rep.GetRunId()
+	again := false
 	if rep.GetDeduped() {
-		// The delivery id already names a run (any phase): nothing starts
-		// and nothing is written to it (workflow-file spec §16).
-		s.remember(ctx, m, id)
-		s.o.Log.Debug("webhook: deduplicated", KV{"path", m.Path})
-		send(w, http.StatusOK, field{"status", "deduplicated"}, field{"run_id", runID}, field{"run_phase", reply.PhaseWord(rep.GetRunPhase())})
-		return
+		// The delivery id already names a run. Its hand-off is owed only
+		// when the delivery's record says an earlier copy's did not
+		// complete and the run can still be driven; otherwise (the record
+		// was forgotten: TTL, a restart, another replica's memory; or the
+		// run is over) nothing starts and nothing is written to it
+		// (workflow-file spec §16).
+		if c == nil || c.prior != dedup.Received || reply.Terminal(rep.GetRunPhase()) {
+			if c != nil && c.prior == dedup.New {
+				s.handedOff(ctx, m, c)
+			}
+			s.o.Log.Debug("webhook: deduplicated", KV{"path", m.Path})
+			send(w, http.StatusOK, field{"status", "deduplicated"}, field{"run_id", runID}, field{"run_phase", reply.PhaseWord(rep.GetRunPhase())})
+			return
+		}
+		again = true
 	}
 	if err := s.o.Dispatcher.Dispatch(ctx, runID); err != nil {
 		s.o.Log.Error("webhook: spawn failed", KV{"path", m.Path}, KV{"run_id", runID}, KV{"error", err.Error()})
-		if _, aerr := s.o.Engine.SealSpawnFailure(ctx, &realmv1.SealSpawnFailureRequest{
+		if c != nil {
+			// The delivery's record says received (the claim is released
+			// on return): the sender re-delivers on the 500 and that copy
+			// hands this same run off again, so the run stays open.
+			s.o.Log.Info("webhook: run left open for a re-delivery", KV{"path", m.Path}, KV{"run_id", runID})
+		} else if _, aerr := s.o.Engine.SealSpawnFailure(ctx, &realmv1.SealSpawnFailureRequest{
 			RunId: runID, Reason: err.Error(), Caller: s.o.Caller,
 		}); aerr != nil {
 			s.o.Log.Error("webhook: failed to mark spawn_failed", KV{"run_id", runID}, KV{"error", aerr.Error()})
@@ -255,17 +350,23 @@ func (s *Server) start(ctx context.Context, w http.ResponseWriter, m *Mount, par
 		send(w, http.StatusInternalServerError, field{"error", "spawn_failed"}, field{"run_id", runID}, field{"status", "failed"})
 		return
 	}
-	s.remember(ctx, m, id)
+	if c != nil {
+		s.handedOff(ctx, m, c)
+	}
 	// No OS process is started: "pid" stays for log parity and is null.
+	if again {
+		s.o.Log.Info("webhook: dispatched again", KV{"path", m.Path}, KV{"run_id", runID}, KV{"pid", nil})
+		send(w, http.StatusAccepted, field{"run_id", runID}, field{"status", "handed_off_again"})
+		return
+	}
 	s.o.Log.Info("webhook: dispatched", KV{"path", m.Path}, KV{"run_id", runID}, KV{"pid", nil})
 	send(w, http.StatusAccepted, field{"run_id", runID}, field{"status", "accepted"})
 }
 
-func (s *Server) remember(ctx context.Context, m *Mount, id string) {
-	if id == "" || m.Trigger.Dedup == nil {
-		return
-	}
-	if err := s.o.Dedup.Remember(ctx, m.WorkflowID, id, m.Trigger.Dedup.TTL); err != nil {
+// handedOff records that the claimed delivery's run was handed off.
+func (s *Server) handedOff(ctx context.Context, m *Mount, c *claim) {
+	c.handedOff = true
+	if err := s.o.Dedup.HandedOff(context.WithoutCancel(ctx), m.WorkflowID, c.id, m.Trigger.Dedup.TTL); err != nil {
 		s.o.Log.Error("webhook: failed to record dedup id", KV{"path", m.Path}, KV{"error", err.Error()})
 	}
 }
