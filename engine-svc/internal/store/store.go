@@ -95,15 +95,15 @@ type Snapshot struct {
 // run joins when it is created; the others are timers the write path sets
 // from the run as each write leaves it.
 const (
-	IndexRuns       = "index"      // every run, scored by its creation
-	IndexClaims     = "claims"     // earliest claim deadline (0: unknown age)
-	IndexExpiries   = "expiries"   // an open gate's expiry with an on_expiry to carry out: the sweeper's work
+	IndexRuns     = "index"    // every run, scored by its creation
+	IndexClaims   = "claims"   // earliest claim deadline (0: unknown age)
+	IndexExpiries = "expiries" // an open gate's expiry with an on_expiry to carry out: the sweeper's work
 	// IndexGateDeadlines holds every open gate's time limit, with an
 	// on_expiry or not: where the stuck listing finds gates past their time.
 	IndexGateDeadlines = "gate_deadlines"
-	IndexActivity   = "activity"   // last write of an open run
-	IndexFinalizers = "finalizers" // an ended run owing cleanup
-	IndexBlocked    = "blocked"    // an open run with a capability block
+	IndexActivity      = "activity"   // last write of an open run
+	IndexFinalizers    = "finalizers" // an ended run owing cleanup
+	IndexBlocked       = "blocked"    // an open run with a capability block
 )
 
 // IndexOp adds or removes a member of a bucket-level sorted set.
