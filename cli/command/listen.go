@@ -73,6 +73,14 @@ func (a *app) listenCommand() *cobra.Command {
 	gfs := flag.NewFlagSet("listen", flag.ContinueOnError)
 	f.redis.Register(gfs, a.env.Getenv, "Redis keeping delivery ids with --dedup-store file")
 	fl.AddGoFlagSet(gfs)
+	// pflag takes a Go flag's default from its value when adopted, which
+	// by then holds the environment's: keep the definition's (none), so
+	// help and docs/cli.md never show a machine's REDIS_* values.
+	gfs.VisitAll(func(g *flag.Flag) {
+		if p := fl.Lookup(g.Name); p != nil {
+			p.DefValue = g.DefValue
+		}
+	})
 	return cmd
 }
 

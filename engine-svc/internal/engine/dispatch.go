@@ -79,11 +79,7 @@ func (t *txn) capable(handler string) bool { return builtins[handler] || t.caps.
 func (t *txn) claimForDispatch(s *workflow.Step) {
 	c := &record.Claim{Token: uuid.NewString(), Holder: holderOf(t.caller), Since: record.FormatTime(t.now)}
 	if !t.def.Def.HasFinalizers() {
-		window := claimWindow(s)
-		if t.e.claimWindow > 0 {
-			window = t.e.claimWindow
-		}
-		d := record.FormatTime(t.now.Add(window))
+		d := record.FormatTime(t.now.Add(t.claimWindowOf(s)))
 		c.Deadline = &d
 	}
 	t.run.MarkInProgress(s.Name, c)
@@ -112,6 +108,14 @@ func claimWindow(s *workflow.Step) time.Duration {
 		attempts = s.Retry.MaxAttempts
 	}
 	return max(per*time.Duration(attempts)+time.Minute, 15*time.Minute)
+}
+
+// claimWindowOf is claimWindow, or the engine's test override.
+func (t *txn) claimWindowOf(s *workflow.Step) time.Duration {
+	if t.e.claimWindow > 0 {
+		return t.e.claimWindow
+	}
+	return claimWindow(s)
 }
 
 // claimed is a step this call claimed and will run.
@@ -334,7 +338,23 @@ func (e *Engine) drive(ctx context.Context, t *txn) error {
 				outs[i] = e.runStep(ctx, t.run.ID, t.run, s, c)
 			}()
 		}
+		// The batch's claims are renewed until its outcomes are recorded:
+		// a fast branch waiting for a slow one keeps its claim.
+		hbCtx, stopHeartbeat := context.WithCancel(ctx)
+		beating := make(chan struct{})
+		every := time.Duration(0)
+		for _, c := range batch {
+			if s := t.stepOf(c.step); s != nil && (every == 0 || t.claimWindowOf(s)/3 < every) {
+				every = t.claimWindowOf(s) / 3
+			}
+		}
+		go func() {
+			defer close(beating)
+			e.renewClaims(hbCtx, t.run.ID, batch, every)
+		}()
 		wg.Wait()
+		stopHeartbeat()
+		<-beating
 		if ctx.Err() != nil {
 			// The call ended (its caller left, or the server is shutting
 			// down) while handlers ran: keep what finished, release the
@@ -369,6 +389,46 @@ func (e *Engine) drive(ctx context.Context, t *txn) error {
 		t.run, t.outputs = after.run, after.outputs
 	}
 	return nil
+}
+
+// renewClaims pushes the deadlines of the batch's claims (those that have
+// one) a claim window ahead every so often (every: a third of the
+// shortest window) until ctx ends; a claim no longer this call's is left
+// alone.
+func (e *Engine) renewClaims(ctx context.Context, runID string, batch []claimed, every time.Duration) {
+	if e.leaseRenewEvery > 0 {
+		every = e.leaseRenewEvery
+	}
+	if every <= 0 {
+		return
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		_, err := e.update(ctx, runID, func(t *txn) error {
+			for _, c := range batch {
+				cl, s := t.run.Claims[c.step], t.stepOf(c.step)
+				if cl == nil || cl.Token != c.token || cl.Deadline == nil || s == nil {
+					continue
+				}
+				n := *cl
+				d := record.FormatTime(t.now.Add(t.claimWindowOf(s)))
+				n.Deadline = &d
+				t.run.Claims[c.step] = &n
+				t.maint, t.keepUpdatedAt = true, true
+				t.touch()
+			}
+			return nil
+		})
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("could not renew the claims of running steps", "run_id", runID, "err", err)
+		}
+	}
 }
 
 // releaseTimeout bounds the write that releases an ended call's claims.

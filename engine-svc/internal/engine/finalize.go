@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,8 +16,11 @@ import (
 	"github.com/realm-go/realm/pkg/workflow"
 )
 
-// finalizerLease is how long a drainer holds a finalizer (clamped to at
-// most 300 s by the spec; a finalizer's own timeout extends it up to that).
+// finalizerLease is how long a drainer's lease on a finalizer runs between
+// renewals (clamped to at most 300 s by the spec; a finalizer's own timeout
+// extends it up to that). The drainer renews it every third of a lease
+// while the handler runs, so a finalizer may run as long as its timeout
+// (up to 3,600 s) without a second drainer taking it over.
 const (
 	finalizerLease    = 30 * time.Second
 	maxFinalizerLease = 300 * time.Second
@@ -111,6 +115,7 @@ func (e *Engine) drainFinalizers(ctx context.Context, runID string, caller *real
 		var s *workflow.Step
 		var c claimed
 		var held []drainResult
+		var lease time.Duration
 		t, err := e.update(ctx, runID, func(t *txn) error {
 			name, token, s, held = "", "", nil, nil
 			if t.def == nil || !t.run.Terminal() {
@@ -127,7 +132,7 @@ func (e *Engine) drainFinalizers(ctx context.Context, runID string, caller *real
 					held = append(held, drainResult{name: n, status: "pending", detail: "handler not available here"})
 					continue
 				}
-				lease := finalizerLease
+				lease = finalizerLease
 				if st.TimeoutSeconds > 0 {
 					lease = min(max(lease, time.Duration(st.TimeoutSeconds)*time.Second+5*time.Second), maxFinalizerLease)
 				}
@@ -147,7 +152,17 @@ func (e *Engine) drainFinalizers(ctx context.Context, runID string, caller *real
 		if name == "" {
 			return append(results, held...), nil
 		}
-		out := e.runStep(ctx, runID, t.run, s, c)
+		// The lease is renewed while the handler runs, however long it
+		// takes; if it is lost (taken over), the handler's call is cut.
+		stepCtx, cut := context.WithCancel(ctx)
+		renewing := make(chan struct{})
+		go func() {
+			defer close(renewing)
+			e.renewFinalizerLease(stepCtx, runID, name, token, lease, cut)
+		}()
+		out := e.runStep(stepCtx, runID, t.run, s, c)
+		cut()
+		<-renewing
 		var res drainResult
 		_, err = e.update(ctx, runID, func(t2 *txn) error {
 			f := t2.run.FinalizerLedger[name]
@@ -162,6 +177,49 @@ func (e *Engine) drainFinalizers(ctx context.Context, runID string, caller *real
 			return results, err
 		}
 		results = append(results, res)
+	}
+}
+
+// renewFinalizerLease pushes a finalizer's lease deadline a lease ahead
+// every third of a lease until ctx ends. When the ledger no longer holds
+// token (another drainer took the finalizer over, the run was purged) it
+// calls lost and stops. A renewal that cannot be written is tried again
+// at the next tick; the lease is long enough to miss two.
+func (e *Engine) renewFinalizerLease(ctx context.Context, runID, name, token string, lease time.Duration, lost func()) {
+	every := lease / 3
+	if e.leaseRenewEvery > 0 {
+		every = e.leaseRenewEvery
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		gone := false
+		_, err := e.update(ctx, runID, func(t *txn) error {
+			f := t.run.FinalizerLedger[name]
+			if f == nil || f.LeaseToken != token || f.Status != ledgerPending {
+				gone = true
+				return nil
+			}
+			nf := *f
+			nf.LeaseDeadline = record.FormatTime(t.now.Add(lease))
+			t.run.FinalizerLedger[name] = &nf
+			t.maint, t.keepUpdatedAt = true, true
+			t.touch()
+			return nil
+		})
+		switch {
+		case errors.Is(err, errRunNotFound), err == nil && gone:
+			e.log.Warn("finalizer lease lost while it ran; its call is cut", "run_id", runID, "finalizer", name)
+			lost()
+			return
+		case err != nil && ctx.Err() == nil:
+			e.log.Warn("could not renew a finalizer's lease", "run_id", runID, "finalizer", name, "err", err)
+		}
 	}
 }
 

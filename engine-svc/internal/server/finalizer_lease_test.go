@@ -1,0 +1,83 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/realm-go/realm/engine-svc/internal/engine"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+// A finalizer that runs longer than its lease keeps it: the drainer renews
+// the lease while the handler runs, so a second drainer after the first
+// lease would have passed finds it held and does not run the cleanup a
+// second time at once.
+func TestAFinalizerKeepsItsLeaseWhileItRuns(t *testing.T) {
+	t.Parallel()
+	a := setup(t, "redis")
+	b := replicaOf(t, a, engine.Options{Clock: a.clock.Now, LeaseRenewEvery: 20 * time.Millisecond})
+	var charges, audits, running atomic.Int64
+	release := make(chan struct{})
+	startRunner(t, a, map[string]handlerFunc{
+		"charge": okHandler(t, &charges),
+		"audit": func(ctx context.Context, _ *realmv1.ExecuteHandlerRequest) (*realmv1.ExecuteHandlerResponse, error) {
+			audits.Add(1)
+			if running.Add(1) > 1 {
+				t.Error("the cleanup runs twice at once")
+			}
+			defer running.Add(-1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return &realmv1.ExecuteHandlerResponse{Data: value(t, map[string]any{})}, nil
+		},
+	})
+	a.register(t, []byte(withFinalizer))
+	started := make(chan *realmv1.Reply, 1)
+	go func() {
+		resp, err := b.client.StartRun(context.Background(), &realmv1.StartRunRequest{WorkflowId: "charged"})
+		if err != nil {
+			t.Error(err)
+		}
+		started <- resp.GetReply()
+	}()
+	var run string
+	for i := 0; run == "" && i < 500; i++ {
+		list, _ := a.client.ListRuns(ctx(t), &realmv1.ListRunsRequest{WorkflowId: "charged"})
+		if len(list.GetRuns()) == 1 && audits.Load() == 1 {
+			run = list.GetRuns()[0].GetRunId()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if run == "" {
+		t.Fatal("the finalizer never started")
+	}
+	// 40 s of the engines' clock pass in two steps, renewals in between:
+	// the first lease (30 s) is long gone, the renewed one is not.
+	a.clock.Advance(20 * time.Second)
+	time.Sleep(200 * time.Millisecond)
+	a.clock.Advance(20 * time.Second)
+	time.Sleep(100 * time.Millisecond)
+	drained, err := a.client.DrainRun(ctx(t), &realmv1.DrainRunRequest{RunId: run, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hint := drained.GetReply().GetContextHint(); !strings.Contains(hint, "has an active drain lease") {
+		t.Errorf("second drainer: %q, want the lease held", hint)
+	}
+	close(release)
+	r := <-started
+	if r.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_COMPLETED {
+		t.Fatalf("start = %v", r)
+	}
+	if f := loadDoc(t, a, run).FinalizerLedger["audit"]; f == nil || f.Status != "completed" {
+		t.Errorf("audit = %+v, want completed", f)
+	}
+	if n := audits.Load(); n != 1 {
+		t.Errorf("the cleanup ran %d times, want once", n)
+	}
+}
