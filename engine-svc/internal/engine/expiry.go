@@ -177,7 +177,8 @@ func (e *Engine) SweepExpired(ctx context.Context, limit int) (int, error) {
 	return n, nil
 }
 
-// RunSweeper sweeps every interval until ctx ends. The caller owns it.
+// RunSweeper sweeps every interval until ctx ends: expired questions, then
+// stale claims of idempotent steps. The caller owns it.
 func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -188,6 +189,9 @@ func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
 		case <-tick.C:
 			if _, err := e.SweepExpired(ctx, 500); err != nil && ctx.Err() == nil {
 				e.log.Warn("sweep failed", slog.Any("err", err))
+			}
+			if _, err := e.SweepClaims(ctx, 500); err != nil && ctx.Err() == nil {
+				e.log.Warn("claims sweep failed", slog.Any("err", err))
 			}
 		}
 	}

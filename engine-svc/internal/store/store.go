@@ -187,6 +187,8 @@ type Store interface {
 	// Due returns members of a bucket index scored at or below upTo, across
 	// every bucket (the timers: "expiries").
 	Due(ctx context.Context, index string, upTo float64, limit int) ([]string, error)
+	// DueAfter is Due for scores above after (exclusive).
+	DueAfter(ctx context.Context, index string, after, upTo float64, limit int) ([]string, error)
 	// DeleteRun removes a run, its outputs, evidence and index entries,
 	// and its idempotency key (the workflow-scoped key, "" for none) if the
 	// key still names it; with expect ≥ 0 only while the run is at that
