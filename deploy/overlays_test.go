@@ -27,16 +27,16 @@ func TestDevRunsOneOfEachAndADurableRedis(t *testing.T) {
 	if len(redis.Spec.VolumeClaimTemplates) == 0 {
 		t.Error("redis has no volume: its append-only file would not survive the pod")
 	}
-	// Every service that keeps state in Redis takes its environment from
-	// one rendered Secret whose REDIS_URL names the in-cluster Redis
-	// Service (its keys are the binaries' REDIS_* variables, so a Cluster
-	// or Sentinel is a change of Secret, not of manifests).
+	// Every service that keeps state in Redis takes its REDIS_* variables
+	// from one rendered Secret whose REDIS_URL names the in-cluster Redis
+	// Service (its keys are the variables' names, so a Cluster or
+	// Sentinel is a change of Secret, not of manifests).
 	for _, name := range []string{"engine-svc", "agent-svc", "listen-svc"} {
 		var ref string
 		c := r.deployments[name].Spec.Template.Spec.Containers[0]
-		for _, e := range c.EnvFrom {
-			if e.SecretRef != nil {
-				ref = e.SecretRef.Name
+		for _, e := range c.Env {
+			if e.Name == "REDIS_URL" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Key == "REDIS_URL" {
+				ref = e.ValueFrom.SecretKeyRef.Name
 			}
 		}
 		if s := r.secrets[ref]; s == nil || !strings.Contains(string(s.Data["REDIS_URL"]), "://redis:6379") {

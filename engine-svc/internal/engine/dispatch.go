@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -371,6 +372,15 @@ func (e *Engine) drive(ctx context.Context, t *txn) error {
 			}
 			return nil
 		})
+		if ce, ok := errcode.As(err); ok && ce.Code == errcode.StateSnapshotMismatch {
+			// Every try lost its race: the outcomes cannot be recorded.
+			// Free the claims (one more write, with its own tries) so the
+			// steps can run again at once instead of after their deadline,
+			// and say so.
+			released := e.releaseClaims(ctx, t, batch)
+			return errcode.Newf(errcode.StateSnapshotMismatch,
+				"%s The results of %s were not recorded; %d claim(s) released, so the step(s) can run again.", ce.Message, quoteSteps(batch), released)
+		}
 		if err != nil {
 			return err
 		}
@@ -431,6 +441,51 @@ func (e *Engine) renewClaims(ctx context.Context, runID string, batch []claimed,
 	}
 }
 
+// releaseClaims frees the batch's claims that are still this call's and
+// returns how many it freed; on failure they wait for their deadline.
+func (e *Engine) releaseClaims(ctx context.Context, t *txn, batch []claimed) int {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	released := 0
+	_, err := e.update(wctx, t.run.ID, func(t2 *txn) error {
+		t2.caller = t.caller
+		released = 0
+		for _, c := range batch {
+			if t2.freeClaim(c) {
+				released++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		e.log.WarnContext(wctx, "could not release the claims of unrecorded steps; they wait for their deadline", "run_id", t.run.ID, "err", err)
+		return 0
+	}
+	return released
+}
+
+// freeClaim puts a claimed step back to pending, nothing recorded, if its
+// claim is still this call's.
+func (t *txn) freeClaim(c claimed) bool {
+	cl := t.run.Claims[c.step]
+	if cl == nil || cl.Token != c.token {
+		return false
+	}
+	t.run.InProgressSteps = slices.DeleteFunc(t.run.InProgressSteps, func(x string) bool { return x == c.step })
+	delete(t.run.Claims, c.step)
+	t.touch()
+	return true
+}
+
+// quoteSteps names a batch's steps: 'a', 'b'.
+func quoteSteps(batch []claimed) string {
+	names := make([]string, len(batch))
+	for i, c := range batch {
+		names[i] = "'" + c.step + "'"
+	}
+	return strings.Join(names, ", ")
+}
+
 // releaseTimeout bounds the write that releases an ended call's claims.
 const releaseTimeout = 5 * time.Second
 
@@ -454,10 +509,7 @@ func (e *Engine) settleAbandoned(ctx context.Context, t *txn, batch []claimed, o
 				t2.settleDispatched(c, outs[i])
 				continue
 			}
-			if cl := t2.run.Claims[c.step]; cl != nil && cl.Token == c.token {
-				t2.run.InProgressSteps = slices.DeleteFunc(t2.run.InProgressSteps, func(x string) bool { return x == c.step })
-				delete(t2.run.Claims, c.step)
-				t2.touch()
+			if t2.freeClaim(c) {
 				released++
 			}
 		}
