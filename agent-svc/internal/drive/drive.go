@@ -61,7 +61,25 @@ type Options struct {
 	Now func() time.Time
 	// Warnings are printed (stderr) before the drive's header.
 	Warnings []string
+	// Slot is the drive's place under the drive limit (nil: no limit).
+	// The drive holds it while it asks a model and parks it while it
+	// waits on a person.
+	Slot Slot
 }
+
+// Slot is the drive's place under the drive limit.
+type Slot interface {
+	// Hold takes the slot if the drive does not hold it (waiting its turn)
+	// and returns a context for model calls that ends when the slot is
+	// lost.
+	Hold(ctx context.Context) (context.Context, error)
+	// Park gives the slot back while the drive waits on a person.
+	Park()
+}
+
+// errSlotLost is a model call cut because the drive's slot was lost: the
+// step is asked again once a slot is held, and nothing is recorded.
+var errSlotLost = errors.New("drive slot lost")
 
 // Emit sends one event to the caller; an error ends the drive.
 type Emit func(*realmv1.DriveEvent) error
@@ -91,6 +109,9 @@ type driver struct {
 		output map[string]any
 	}
 	gateShown string
+	// modelCtx is the context of model calls: the drive's, ending too
+	// when its slot is lost.
+	modelCtx context.Context
 }
 
 // Run drives the run req names (a new run, or one attached by id) and
@@ -319,6 +340,10 @@ func (d *driver) loop(ctx context.Context) error {
 			return nil
 		}
 		if g := st.GetPendingGate(); g != nil {
+			// A drive waiting on a person holds no slot.
+			if d.o.Slot != nil {
+				d.o.Slot.Park()
+			}
 			if err := d.atGate(ctx, st, g); err != nil {
 				return err
 			}
@@ -338,7 +363,21 @@ func (d *driver) loop(ctx context.Context) error {
 			continue
 		}
 		if na := d.firstAgentStep(st.GetNextActions()); na != nil {
-			if err := d.driveStep(ctx, st, na); err != nil {
+			d.modelCtx = ctx
+			if d.o.Slot != nil {
+				if d.modelCtx, err = d.o.Slot.Hold(ctx); err != nil {
+					return err
+				}
+			}
+			err := d.driveStep(ctx, st, na)
+			if errors.Is(err, errSlotLost) {
+				if err := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_QUEUED,
+					Lines: stderr("… the drive slot was lost (its lease ran out); waiting for a slot to ask again")}); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
 				return err
 			}
 			continue

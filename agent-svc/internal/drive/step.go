@@ -42,11 +42,18 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 	repairs := 0
 	var billed []provider.Usage
 	for {
-		res, err := d.o.Provider.Call(ctx, provider.Request{
+		mctx := d.modelCtx
+		if mctx == nil {
+			mctx = ctx
+		}
+		res, err := d.o.Provider.Call(mctx, provider.Request{
 			Model: d.o.Model, Profile: info.profile, Prompt: user, Schema: schema, Strict: info.strict,
 			PerAttempt: d.o.PerAttempt, PerAttemptDeclared: d.o.PerAttempt > 0,
 			PromptCache: d.o.PromptCache, RequestIndex: len(billed),
 		})
+		if err != nil && mctx.Err() != nil && ctx.Err() == nil {
+			return errSlotLost // cut by the limit, not by the caller
+		}
 		if err != nil {
 			ce := asCallError(err)
 			ce.Usage = append(append([]provider.Usage{}, billed...), ce.Usage...)

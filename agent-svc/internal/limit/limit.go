@@ -18,10 +18,23 @@ import (
 type Limiter interface {
 	// Acquire waits for a slot, in arrival order, until ctx is done.
 	// queued is called once, with the drives ahead, if the slot is not
-	// free at once. The returned release gives the slot back; it is safe
-	// to call more than once.
-	Acquire(ctx context.Context, queued func(ahead int)) (release func(), err error)
+	// free at once.
+	Acquire(ctx context.Context, queued func(ahead int)) (*Slot, error)
 }
+
+// Slot is one drive's place under the limit.
+type Slot struct {
+	release func()
+	lost    chan struct{}
+}
+
+// Release gives the slot back; it is safe to call more than once.
+func (s *Slot) Release() { s.release() }
+
+// Lost is closed when the slot is no longer this drive's (its lease ran
+// out and another drive may hold it): the drive must stop calling models
+// and take a slot again.
+func (s *Slot) Lost() <-chan struct{} { return s.lost }
 
 // Local is a process-local limiter.
 type Local struct {
@@ -37,7 +50,7 @@ func NewLocal(n int) *Local {
 
 // Acquire implements Limiter. A channel send is FIFO among blocked
 // senders closely enough for a laptop stack.
-func (l *Local) Acquire(ctx context.Context, queued func(int)) (func(), error) {
+func (l *Local) Acquire(ctx context.Context, queued func(int)) (*Slot, error) {
 	select {
 	case l.slots <- struct{}{}:
 		return l.releaser(), nil
@@ -59,9 +72,10 @@ func (l *Local) Acquire(ctx context.Context, queued func(int)) (func(), error) {
 	}
 }
 
-func (l *Local) releaser() func() {
+// releaser is a slot of this process's: it is never lost.
+func (l *Local) releaser() *Slot {
 	var once sync.Once
-	return func() { once.Do(func() { <-l.slots }) }
+	return &Slot{release: func() { once.Do(func() { <-l.slots }) }, lost: make(chan struct{})}
 }
 
 // Redis is the global limiter: a sorted-set lease semaphore.
@@ -149,7 +163,7 @@ func (r *Redis) keys() []string {
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
 // Acquire implements Limiter.
-func (r *Redis) Acquire(ctx context.Context, queued func(int)) (func(), error) {
+func (r *Redis) Acquire(ctx context.Context, queued func(int)) (*Slot, error) {
 	id := newID()
 	told := false
 	for {
@@ -175,30 +189,46 @@ func (r *Redis) Acquire(ctx context.Context, queued func(int)) (func(), error) {
 	}
 }
 
-// hold keeps the lease renewed until released.
-func (r *Redis) hold(id string) func() {
+// hold keeps the lease renewed until released. A renewal that finds the
+// lease gone (it expired and was dropped, so another drive may hold the
+// slot) loses the slot, and so does two thirds of a TTL without a
+// confirmed renewal: the holder stops a third of a TTL before its lease
+// can expire and be given to another drive (clocks agreeing), so the
+// limit is not exceeded while Redis cannot be reached.
+func (r *Redis) hold(id string) *Slot {
 	done := make(chan struct{})
+	lost := make(chan struct{})
 	go func() {
 		t := time.NewTicker(r.ttl / 3)
 		defer t.Stop()
+		confirmed := r.now()
 		for {
 			select {
 			case <-done:
 				return
 			case <-t.C:
 				ctx, cancel := context.WithTimeout(context.Background(), r.ttl/3)
-				_, _ = renewScript.Run(ctx, r.rc, r.keys()[:1], ms(r.now().Add(r.ttl)), id).Int()
+				ok, err := renewScript.Run(ctx, r.rc, r.keys()[:1], ms(r.now().Add(r.ttl)), id).Int()
 				cancel()
+				switch {
+				case err == nil && ok == 1:
+					confirmed = r.now()
+					continue
+				case err != nil && r.now().Sub(confirmed) < r.ttl*2/3:
+					continue // not confirmed yet, but the lease runs well past now
+				}
+				close(lost)
+				return
 			}
 		}
 	}()
 	var once sync.Once
-	return func() {
+	return &Slot{lost: lost, release: func() {
 		once.Do(func() {
 			close(done)
 			r.leave(id)
 		})
-	}
+	}}
 }
 
 // leave removes id as a holder and as a waiter.

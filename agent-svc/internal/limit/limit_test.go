@@ -74,7 +74,7 @@ func TestRedisLimitQueuesPastTheLimitAndServesInArrivalOrder(t *testing.T) {
 						return
 					}
 					order <- name
-					rel()
+					rel.Release()
 				}()
 				if p := <-positions; p != i+1 {
 					t.Errorf("%s waiter's position = %d, want %d", name, p, i+1)
@@ -83,11 +83,11 @@ func TestRedisLimitQueuesPastTheLimitAndServesInArrivalOrder(t *testing.T) {
 			if n, _ := r.Holders(ctx(t)); n != 2 {
 				t.Errorf("holders while full = %d, want 2", n)
 			}
-			a()
+			a.Release()
 			if got := <-order; got != "first" {
 				t.Errorf("first slot went to %q", got)
 			}
-			b()
+			b.Release()
 			if got := <-order; got != "second" {
 				t.Errorf("second slot went to %q", got)
 			}
@@ -111,7 +111,7 @@ func TestRedisLimitFreesTheSlotOfACrashedHolder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rel()
+			rel.Release()
 			if n, _ := r.rc.ZCard(ctx(t), k[0]).Result(); n != 0 {
 				t.Errorf("holders after release = %d, want 0", n)
 			}
@@ -126,7 +126,7 @@ func TestRedisLimitRenewsALiveLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rel()
+	defer rel.Release()
 	// Well past one TTL the lease is still held, because it is renewed.
 	var queued atomic.Bool
 	c, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
@@ -151,21 +151,54 @@ func TestLocalLimitQueuesPastTheLimit(t *testing.T) {
 	go func() {
 		r2, err := l.Acquire(ctx(t), func(ahead int) { got <- ahead })
 		if err == nil {
-			r2()
+			r2.Release()
 		}
 		close(done)
 	}()
 	if p := <-got; p != 1 {
 		t.Errorf("position = %d, want 1", p)
 	}
-	rel()
-	rel() // a second release is harmless
+	rel.Release()
+	rel.Release() // a second release is harmless
 	<-done
 	c, cancel := context.WithCancel(ctx(t))
 	cancel()
 	if r3, err := l.Acquire(c, nil); err != nil {
 		t.Errorf("a free slot refused: %v", err)
 	} else {
-		r3()
+		r3.Release()
+	}
+}
+
+// A slot whose lease is gone (it ran out while its holder could not renew,
+// and another drive may take it) is reported lost, so the holder stops
+// calling models instead of running past the limit.
+func TestRedisLimitReportsALostLease(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"redis", "miniredis"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			r := newTestRedis(t, backend, 1, 90*time.Millisecond)
+			s, err := r.Acquire(ctx(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Release()
+			select {
+			case <-s.Lost():
+				t.Fatal("a renewed lease was reported lost")
+			case <-time.After(200 * time.Millisecond):
+			}
+			// The lease disappears, as when it expired and another
+			// acquirer dropped it.
+			if err := r.rc.Del(ctx(t), r.keys()[0]).Err(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-s.Lost():
+			case <-time.After(2 * time.Second):
+				t.Fatal("a lease that is gone was never reported lost")
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -74,25 +75,24 @@ func (s *Server) DriveRun(req *realmv1.DriveRunRequest, stream realmv1.AgentServ
 	if err != nil {
 		return refuse(send, "%s", err.Error())
 	}
-	release, err := s.c.Limiter.Acquire(ctx, func(ahead int) {
+	slot := &slotHolder{lim: s.c.Limiter, queued: func(ahead int) {
 		_ = send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_QUEUED, QueuePosition: int32(ahead),
 			Lines: stderrLine("… waiting for a drive slot (the drive limit is reached)")})
-	})
-	if err != nil {
+	}, held: func(delta int) {
+		s.m.slot(delta)
+		if s.c.Track != nil {
+			s.c.Track(delta)
+		}
+	}}
+	if _, err := slot.Hold(ctx); err != nil {
 		return err
 	}
-	defer release()
-	s.m.slot(1)
-	defer s.m.slot(-1)
-	if s.c.Track != nil {
-		s.c.Track(1)
-		defer s.c.Track(-1)
-	}
+	defer slot.Park()
 	per := time.Duration(o.GetLlmTimeoutSeconds()) * time.Second
 	return drive.Run(ctx, s.c.Engine, req, drive.Options{
 		Provider: p, Model: o.GetModel(), SchemaRetries: retries, PerAttempt: per,
 		PromptCache: o.GetPromptCache(), MintWriterNonce: o.GetMintWriterNonce(),
-		GatePoll: s.c.GatePoll, InFlightWait: s.c.InFlightWait, Caller: req.GetCaller(), Warnings: warnings,
+		GatePoll: s.c.GatePoll, InFlightWait: s.c.InFlightWait, Caller: req.GetCaller(), Warnings: warnings, Slot: slot,
 		Flags: drive.Flags{Provider: o.GetProvider(), Model: o.GetModel(), BaseURL: o.GetBaseUrl(), StrictBaseURL: o.GetStrictBaseUrl(),
 			SchemaRetries: retries, LLMTimeoutSeconds: int(o.GetLlmTimeoutSeconds()), PromptCache: o.GetPromptCache(), MintWriterNonce: o.GetMintWriterNonce()},
 	}, func(ev *realmv1.DriveEvent) error {
@@ -104,6 +104,61 @@ func (s *Server) DriveRun(req *realmv1.DriveRunRequest, stream realmv1.AgentServ
 		}
 		return send(ev)
 	})
+}
+
+// slotHolder is one drive's slot under the limit: taken before the drive
+// starts, parked while it waits on a person, taken again before its next
+// model call, and replaced when lost. One drive's goroutine uses it.
+type slotHolder struct {
+	lim    limit.Limiter
+	queued func(ahead int)
+	held   func(delta int) // metrics and Track: +1 when taken, -1 when given back
+
+	slot   *limit.Slot
+	ctx    context.Context
+	cancel context.CancelFunc
+	watch  chan struct{} // closed when the watcher of slot.Lost ends
+}
+
+// Hold implements drive.Slot.
+func (h *slotHolder) Hold(ctx context.Context) (context.Context, error) {
+	if h.slot != nil {
+		select {
+		case <-h.slot.Lost():
+			h.Park() // give up what is left of it, then queue again
+		default:
+			return h.ctx, nil
+		}
+	}
+	s, err := h.lim.Acquire(ctx, h.queued)
+	if err != nil {
+		return nil, err
+	}
+	h.slot = s
+	h.ctx, h.cancel = context.WithCancel(ctx)
+	h.watch = make(chan struct{})
+	go func(c context.Context, cancel context.CancelFunc, done chan struct{}) {
+		defer close(done)
+		select {
+		case <-s.Lost():
+			cancel() // cut the model call in flight: the slot may be another drive's now
+		case <-c.Done():
+		}
+	}(h.ctx, h.cancel, h.watch)
+	h.held(1)
+	return h.ctx, nil
+}
+
+// Park implements drive.Slot.
+func (h *slotHolder) Park() {
+	if h.slot == nil {
+		return
+	}
+	h.cancel()
+	<-h.watch
+	h.held(-1) // before the release: the slot may be taken at once
+	h.slot.Release()
+	h.slot = nil
 }
 
 func stderrLine(text string) []*realmv1.DriveLine {

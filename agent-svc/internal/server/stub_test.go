@@ -35,6 +35,10 @@ type stub struct {
 	requests []wireRequest
 	inFlight atomic.Int64
 	maxIn    atomic.Int64
+	// holdFirst, when set, holds the first request until it is closed or
+	// the request is cancelled (cancelled then counts it).
+	holdFirst chan struct{}
+	cancelled atomic.Int64
 }
 
 func (s *stub) URL() string { return s.srv.URL }
@@ -47,7 +51,13 @@ func (s *stub) seen() []wireRequest {
 
 func newStub(t *testing.T, kind string, decide func(n int, r wireRequest) answer) *stub {
 	t.Helper()
-	s := &stub{}
+	return newStubHolding(t, kind, decide, nil)
+}
+
+// newStubHolding is newStub whose first request waits for hold (nil: none).
+func newStubHolding(t *testing.T, kind string, decide func(n int, r wireRequest) answer, hold chan struct{}) *stub {
+	t.Helper()
+	s := &stub{holdFirst: hold}
 	var count atomic.Int64
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		cur := s.inFlight.Add(1)
@@ -90,7 +100,16 @@ func newStub(t *testing.T, kind string, decide func(n int, r wireRequest) answer
 		s.mu.Lock()
 		s.requests = append(s.requests, wr)
 		s.mu.Unlock()
-		a := decide(int(count.Add(1)), wr)
+		n := int(count.Add(1))
+		if n == 1 && s.holdFirst != nil {
+			select {
+			case <-s.holdFirst:
+			case <-req.Context().Done():
+				s.cancelled.Add(1)
+				return
+			}
+		}
+		a := decide(n, wr)
 		for k, v := range a.headers {
 			w.Header().Set(k, v)
 		}
