@@ -412,14 +412,7 @@ func (e *Engine) renewClaims(ctx context.Context, runID string, batch []claimed,
 	if every <= 0 {
 		return
 	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	ticking(ctx, every, func() bool {
 		_, err := e.update(ctx, runID, func(t *txn) error {
 			for _, c := range batch {
 				cl, s := t.run.Claims[c.step], t.stepOf(c.step)
@@ -437,6 +430,23 @@ func (e *Engine) renewClaims(ctx context.Context, runID string, batch []claimed,
 		})
 		if err != nil && ctx.Err() == nil {
 			e.log.Warn("could not renew the claims of running steps", "run_id", runID, "err", err)
+		}
+		return true
+	})
+}
+
+// ticking calls fn every interval until ctx ends or fn returns false.
+func ticking(ctx context.Context, every time.Duration, fn func() (more bool)) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if !fn() {
+				return
+			}
 		}
 	}
 }

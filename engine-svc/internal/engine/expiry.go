@@ -180,21 +180,15 @@ func (e *Engine) SweepExpired(ctx context.Context, limit int) (int, error) {
 // RunSweeper sweeps every interval until ctx ends: expired questions, then
 // stale claims of idempotent steps. The caller owns it.
 func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if _, err := e.SweepExpired(ctx, 500); err != nil && ctx.Err() == nil {
-				e.log.Warn("sweep failed", slog.Any("err", err))
-			}
-			if _, err := e.SweepClaims(ctx, 500); err != nil && ctx.Err() == nil {
-				e.log.Warn("claims sweep failed", slog.Any("err", err))
-			}
+	ticking(ctx, interval, func() bool {
+		if _, err := e.SweepExpired(ctx, 500); err != nil && ctx.Err() == nil {
+			e.log.Warn("sweep failed", slog.Any("err", err))
 		}
-	}
+		if _, err := e.SweepClaims(ctx, 500); err != nil && ctx.Err() == nil {
+			e.log.Warn("claims sweep failed", slog.Any("err", err))
+		}
+		return true
+	})
 }
 
 // expiryHint is the sentence that replaces "nothing ran" when a call's only

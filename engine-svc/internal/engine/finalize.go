@@ -190,14 +190,7 @@ func (e *Engine) renewFinalizerLease(ctx context.Context, runID, name, token str
 	if e.leaseRenewEvery > 0 {
 		every = e.leaseRenewEvery
 	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	ticking(ctx, every, func() bool {
 		gone := false
 		_, err := e.update(ctx, runID, func(t *txn) error {
 			f := t.run.FinalizerLedger[name]
@@ -216,11 +209,12 @@ func (e *Engine) renewFinalizerLease(ctx context.Context, runID, name, token str
 		case errors.Is(err, errRunNotFound), err == nil && gone:
 			e.log.Warn("finalizer lease lost while it ran; its call is cut", "run_id", runID, "finalizer", name)
 			lost()
-			return
+			return false
 		case err != nil && ctx.Err() == nil:
 			e.log.Warn("could not renew a finalizer's lease", "run_id", runID, "finalizer", name, "err", err)
 		}
-	}
+		return true
+	})
 }
 
 // recordFinalizer records a finalizer's outcome on the ledger and in the

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/realm-go/realm/engine-svc/internal/store"
-	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -35,9 +34,7 @@ func (s *contendingStore) CommitRun(ctx context.Context, c *store.Change) error 
 // so the step can run again at once instead of waiting out its deadline.
 func TestUnrecordableResultsReleaseTheirClaims(t *testing.T) {
 	t.Parallel()
-	rc := storetest.ConnectRedis(t)
-	prefix := storetest.UniquePrefix(t)
-	storetest.CleanupPrefix(t, prefix)
+	rc, prefix := realRedis(t)
 	st := &contendingStore{Redis: store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16})}
 	e := engineOn(t, st, rc, prefix)
 	var calls atomic.Int64

@@ -13,7 +13,6 @@ import (
 
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/engine-svc/internal/store/respproxy"
-	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -104,9 +103,7 @@ type lostReplyRun struct {
 // f (f nil: no fault), and checks the run's end state.
 func driveLostReply(t *testing.T, f *lostReplyFault, k int) lostReplyRun {
 	t.Helper()
-	direct := storetest.ConnectRedis(t)
-	prefix := storetest.UniquePrefix(t)
-	storetest.CleanupPrefix(t, prefix)
+	direct, prefix := realRedis(t)
 	proxy, err := respproxy.Start(direct.Options().Addr)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/realm-go/realm/engine-svc/internal/store"
-	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -29,9 +28,7 @@ func (s *interleavingStore) DeleteRun(ctx context.Context, runID, key string, ex
 // purge decides again, and refuses the run that is now running.
 func TestPurgeDoesNotDeleteARunResumedUnderIt(t *testing.T) {
 	t.Parallel()
-	rc := storetest.ConnectRedis(t)
-	prefix := storetest.UniquePrefix(t)
-	storetest.CleanupPrefix(t, prefix)
+	rc, prefix := realRedis(t)
 	st := &interleavingStore{Redis: store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16})}
 	e := engineOn(t, st, rc, prefix)
 

@@ -59,9 +59,7 @@ func setup(t testing.TB, backend string, opts ...setupOption) *env {
 	prefix := "realm"
 	switch backend {
 	case "redis":
-		rc = storetest.ConnectRedis(t)
-		prefix = storetest.UniquePrefix(t)
-		storetest.CleanupPrefix(t, prefix)
+		rc, prefix = realRedis(t)
 	case "cluster":
 		rc = storetest.ConnectCluster(t)
 		prefix = storetest.UniquePrefix(t)
@@ -88,6 +86,16 @@ func setup(t testing.TB, backend string, opts ...setupOption) *env {
 	conn := serve(t, eng, reg, cfg.server...)
 	t.Cleanup(func() { st.Close() })
 	return &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix, eng: eng, clock: clk}
+}
+
+// realRedis is the real Redis with a key prefix of the test's own, removed
+// when the test ends.
+func realRedis(t testing.TB) (*redis.Client, string) {
+	t.Helper()
+	rc := storetest.ConnectRedis(t)
+	prefix := storetest.UniquePrefix(t)
+	storetest.CleanupPrefix(t, prefix)
+	return rc, prefix
 }
 
 // engineOn serves an engine over st (a store of the test's own making, on

@@ -8,7 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/realm-go/realm/engine-svc/internal/store"
-	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -21,9 +20,7 @@ func TestGatesWithNothingToCarryOutDoNotStarveTheSweeper(t *testing.T) {
 	t.Parallel()
 	// One bucket: the sweeper's scan of the index is one list, oldest
 	// first, as in any bucket of a larger store.
-	rc := storetest.ConnectRedis(t)
-	prefix := storetest.UniquePrefix(t)
-	storetest.CleanupPrefix(t, prefix)
+	rc, prefix := realRedis(t)
 	e := engineOn(t, store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 1}), rc, prefix)
 	registerFile(t, e, "health_gated_no_expiry.yaml")
 	registerFile(t, e, "expiring_abort.yaml")
