@@ -20,12 +20,13 @@ type Dispatcher interface {
 	Dispatch(ctx context.Context, runID string) error
 }
 
-// Agent hands runs to agent-svc: one DriveRun stream per run, attached by
-// run id. The handover counts once agent-svc sends its first event (queued
-// for a drive slot, or started); a refusal or a broken call is a failed
-// handover. The stream is then read to its end in the background, each
-// printed line going to Transcript, since agent-svc drives a run only while
-// its caller listens.
+// Agent hands runs to agent-svc: one detached DriveRun stream per run,
+// attached by run id. The handover counts once agent-svc sends its first
+// event (queued for a drive slot, or started); a refusal or a broken call
+// is a failed handover. The drive is then agent-svc's: the stream is read
+// in the background, each printed line going to Transcript, and closing it
+// (Close, a restart of this process) stops only the transcript, never the
+// drive.
 type Agent struct {
 	client  realmv1.AgentServiceClient
 	options *realmv1.DriveOptions
@@ -57,7 +58,7 @@ func (a *Agent) Dispatch(ctx context.Context, runID string) error {
 	// The drive outlives the request: its context is the dispatcher's,
 	// carrying on the request's trace.
 	dctx, cancel := context.WithCancel(tracing.Continue(a.ctx, ctx))
-	stream, err := a.client.DriveRun(dctx, &realmv1.DriveRunRequest{RunId: runID, Options: a.options, Caller: a.caller})
+	stream, err := a.client.DriveRun(dctx, &realmv1.DriveRunRequest{RunId: runID, Options: a.options, Caller: a.caller, Detach: true})
 	if err != nil {
 		cancel()
 		return fmt.Errorf("agent-svc: %w", err)
@@ -114,7 +115,7 @@ func (a *Agent) Dispatch(ctx context.Context, runID string) error {
 	return nil
 }
 
-// Live are the runs whose drive this process still holds.
+// Live are the runs whose drive this process still follows.
 func (a *Agent) Live() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -125,9 +126,8 @@ func (a *Agent) Live() []string {
 	return out
 }
 
-// Close ends every drive this process holds (agent-svc stops driving; the
-// runs stay open and `realm agent --run-id` continues them) and waits for
-// the readers.
+// Close stops following every drive (agent-svc goes on with them) and
+// waits for the readers.
 func (a *Agent) Close() {
 	a.cancel()
 	a.wg.Wait()

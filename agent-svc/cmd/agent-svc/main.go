@@ -152,6 +152,7 @@ func run(log *slog.Logger) error {
 	select {
 	case <-done:
 	case <-time.After(*grace):
+		svc.Stop() // detached drives too
 		gs.Stop()
 	}
 	return nil

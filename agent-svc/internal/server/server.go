@@ -38,6 +38,10 @@ type Server struct {
 	realmv1.UnimplementedAgentServiceServer
 	c Config
 	m *driveMetrics
+	// life ends detached drives: Stop cancels it when shutdown's grace
+	// is spent.
+	life context.Context
+	stop context.CancelFunc
 }
 
 // New returns the service. A nil Limiter is a local limit of 8.
@@ -48,8 +52,13 @@ func New(c Config) *Server {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{c: c, m: newDriveMetrics(c.Metrics)}
+	life, stop := context.WithCancel(context.Background())
+	return &Server{c: c, m: newDriveMetrics(c.Metrics), life: life, stop: stop}
 }
+
+// Stop ends the detached drives still going (their runs stay open for the
+// next drive). gRPC's GracefulStop waits for them first, as for any drive.
+func (s *Server) Stop() { s.stop() }
 
 // DriveRun implements realmv1.AgentServiceServer.
 func (s *Server) DriveRun(req *realmv1.DriveRunRequest, stream realmv1.AgentService_DriveRunServer) error {
@@ -57,6 +66,19 @@ func (s *Server) DriveRun(req *realmv1.DriveRunRequest, stream realmv1.AgentServ
 	send := func(ev *realmv1.DriveEvent) error {
 		s.m.event(ev)
 		return stream.Send(&realmv1.DriveRunResponse{Event: ev})
+	}
+	if req.GetDetach() {
+		// The drive is this service's: the caller leaving stops only the
+		// events (the context keeps its values, such as the trace).
+		dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		defer context.AfterFunc(s.life, cancel)()
+		ctx = dctx
+		follow := send
+		send = func(ev *realmv1.DriveEvent) error {
+			_ = follow(ev) // an error is the caller gone: the drive goes on
+			return nil
+		}
 	}
 	o := req.GetOptions()
 	retries := drive.DefaultSchemaRetries

@@ -135,7 +135,7 @@ func run(f flags) error {
 	err = webhook.Serve(lis, webhook.Routes(tracing.Handler("webhook", srv), reg), stop, log, 10*time.Second)
 	cancel()
 	if live := agent.Live(); len(live) > 0 {
-		log.Info("listen: drives still going were stopped; continue each with realm agent --run-id", webhook.KV{Key: "run_ids", Value: live})
+		log.Info("listen: stopped following drives still going; agent-svc goes on with them", webhook.KV{Key: "run_ids", Value: live})
 	}
 	agent.Close()
 	return err

@@ -347,7 +347,12 @@ type DriveRunRequest struct {
 	Options *DriveOptions    `protobuf:"bytes,5,opt,name=options,proto3" json:"options,omitempty"`
 	// caller names the program that asked for the drive; the drive's claims
 	// and evidence carry it through the agent channel.
-	Caller        *Caller `protobuf:"bytes,6,opt,name=caller,proto3" json:"caller,omitempty"`
+	Caller *Caller `protobuf:"bytes,6,opt,name=caller,proto3" json:"caller,omitempty"`
+	// detach makes the drive agent-svc's own once it is taken: the events
+	// stream while the caller listens, and the drive goes on when the caller
+	// goes away (it ends with the run, a block, or agent-svc's shutdown).
+	// Without it a drive stops when its caller's stream ends.
+	Detach        bool `protobuf:"varint,7,opt,name=detach,proto3" json:"detach,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -422,6 +427,13 @@ func (x *DriveRunRequest) GetCaller() *Caller {
 		return x.Caller
 	}
 	return nil
+}
+
+func (x *DriveRunRequest) GetDetach() bool {
+	if x != nil {
+		return x.Detach
+	}
+	return false
 }
 
 // DriveLine is one printed line, worded by agent-svc.
@@ -823,7 +835,7 @@ const file_realm_v1_agent_proto_rawDesc = "" +
 	"\x13llm_timeout_seconds\x18\x06 \x01(\x05R\x11llmTimeoutSeconds\x12!\n" +
 	"\fprompt_cache\x18\a \x01(\bR\vpromptCache\x12*\n" +
 	"\x11mint_writer_nonce\x18\b \x01(\bR\x0fmintWriterNonceB\x11\n" +
-	"\x0f_schema_retries\"\x99\x02\n" +
+	"\x0f_schema_retries\"\xb1\x02\n" +
 	"\x0fDriveRunRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12A\n" +
@@ -831,7 +843,8 @@ const file_realm_v1_agent_proto_rawDesc = "" +
 	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12/\n" +
 	"\x06params\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06params\x120\n" +
 	"\aoptions\x18\x05 \x01(\v2\x16.realm.v1.DriveOptionsR\aoptions\x12(\n" +
-	"\x06caller\x18\x06 \x01(\v2\x10.realm.v1.CallerR\x06caller\"N\n" +
+	"\x06caller\x18\x06 \x01(\v2\x10.realm.v1.CallerR\x06caller\x12\x16\n" +
+	"\x06detach\x18\a \x01(\bR\x06detach\"N\n" +
 	"\tDriveLine\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12-\n" +
 	"\x06stream\x18\x02 \x01(\x0e2\x15.realm.v1.DriveStreamR\x06stream\"\xcc\x01\n" +
