@@ -29,6 +29,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/realm-go/realm/agent-svc/internal/durable"
 	"github.com/realm-go/realm/agent-svc/internal/limit"
 	"github.com/realm-go/realm/agent-svc/internal/provider"
 	"github.com/realm-go/realm/agent-svc/internal/server"
@@ -79,6 +80,7 @@ func run(log *slog.Logger) error {
 	defer tracing.Stop(shutdownTracing, func(err error) { log.Warn("tracing shutdown", "err", err) })
 
 	var lim limit.Limiter
+	var book *durable.Book
 	if rf.Configured() {
 		rc, err := rf.Open(ctx)
 		if err != nil {
@@ -87,6 +89,9 @@ func run(log *slog.Logger) error {
 		rc.AddHook(metrics.RedisHook(mreg))
 		defer rc.Close()
 		lim = limit.NewRedis(rc, *maxDrives, limit.RedisOptions{})
+		// Detached drives are written down in the same Redis, so another
+		// replica takes them up if this one dies.
+		book = durable.New(rc, "", 0)
 		log.Info("drive limit is global (Redis)", "max_drives", *maxDrives)
 	} else {
 		lim = limit.NewLocal(*maxDrives)
@@ -115,7 +120,11 @@ func run(log *slog.Logger) error {
 		Limiter:  lim,
 		GatePoll: *gatePoll,
 		Logger:   log,
+		Book:     book,
 	})
+	pickupDone := make(chan struct{})
+	go func() { defer close(pickupDone); svc.Pickup(ctx, 5*time.Second) }()
+	defer func() { <-pickupDone }()
 	msrv, err := metrics.Serve(ctx, log, *metricsAddr, mreg)
 	if err != nil {
 		return err
@@ -147,13 +156,20 @@ func run(log *slog.Logger) error {
 	case <-ctx.Done():
 	}
 	hs.Shutdown()
+	if book != nil {
+		// Detached drives are owed in Redis: hand them to the other
+		// replicas now rather than hold the shutdown for its grace.
+		svc.Stop()
+	}
 	done := make(chan struct{})
 	go func() { gs.GracefulStop(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(*grace):
-		svc.Stop() // detached drives too
 		gs.Stop()
 	}
+	// Detached drives still going stop here; with Redis they stay owed and
+	// another replica takes them up at once.
+	svc.Stop()
 	return nil
 }

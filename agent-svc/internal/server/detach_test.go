@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/realm-go/realm/agent-svc/internal/durable"
 	"github.com/realm-go/realm/agent-svc/internal/server"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
@@ -53,4 +55,76 @@ func TestADetachedDriveGoesOnWhenItsCallerLeaves(t *testing.T) {
 			t.Errorf("attached: the run completed although its caller left; the control case proves nothing")
 		}
 	}
+}
+
+// A detached drive outlives the agent-svc that took it: that process stops
+// (a deploy) while the run waits at its gate, the gate is answered, and
+// another agent-svc sharing the Redis book takes the owed drive up and
+// finishes the run; meanwhile it never took a drive whose lease was held.
+func TestAnOwedDriveIsTakenUpByAnotherAgentSvc(t *testing.T) {
+	t.Parallel()
+	rc := redisFor(t, "redis")
+	prefix := fmt.Sprintf("realm-test:%d:book", time.Now().UnixNano())
+	t.Cleanup(func() {
+		keys, _ := rc.Keys(context.Background(), "{"+prefix+"}:*").Result()
+		if len(keys) > 0 {
+			rc.Del(context.Background(), keys...)
+		}
+	})
+	eng := startEngine(t)
+	st := newStub(t, "openai", triageAnswers)
+	first, firstSvc := startAgentServer(t, server.Config{Engine: eng, Services: openaiAt(st.URL()), Book: durable.New(rc, prefix, 300*time.Millisecond)})
+	book := durable.New(rc, prefix, 300*time.Millisecond)
+	_, secondSvc := startAgentServer(t, server.Config{Engine: eng, Services: openaiAt(st.URL()), Book: book})
+	pickup, stopPickup := context.WithCancel(context.Background())
+	picking := make(chan struct{})
+	go func() { defer close(picking); secondSvc.Pickup(pickup, 20*time.Millisecond) }()
+	t.Cleanup(func() { stopPickup(); <-picking })
+
+	callCtx, leave := context.WithCancel(ctx(t))
+	stream, err := first.DriveRun(callCtx, &realmv1.DriveRunRequest{WorkflowId: "support", Params: params(t, map[string]any{"ticket": 3}),
+		Options: opts("openai", "gpt-test"), Detach: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gate *realmv1.DriveEvent
+	for gate == nil {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("the drive ended before its gate: %v", err)
+		}
+		if ev := resp.GetEvent(); ev.GetKind() == realmv1.DriveEventKind_DRIVE_EVENT_KIND_GATE_OPENED {
+			gate = ev
+		}
+	}
+	leave()
+	run := gate.GetRunId()
+	time.Sleep(200 * time.Millisecond) // pickups run while the first holds the lease
+	if wanted, _ := book.Wanted(ctx(t), 10); len(wanted) != 1 || wanted[0] != run {
+		t.Fatalf("owed drives = %v, want the run", wanted)
+	}
+	firstSvc.Stop() // a deploy stops the first agent-svc
+	if _, err := eng.SubmitHumanResponse(ctx(t), &realmv1.SubmitHumanResponseRequest{RunId: run, GateId: gate.GetGate().GetGateId(), Choice: "send"}); err != nil {
+		t.Fatal(err)
+	}
+	phase := realmv1.RunPhase_RUN_PHASE_UNSPECIFIED
+	for i := 0; i < 250; i++ {
+		if phase = phaseOf(t, eng, run); phase == realmv1.RunPhase_RUN_PHASE_COMPLETED {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if phase != realmv1.RunPhase_RUN_PHASE_COMPLETED {
+		t.Fatalf("the run is %v after the first agent-svc stopped, want completed by the second", phase)
+	}
+	if n := len(st.seen()); n != 1 {
+		t.Errorf("model requests = %d, want the one draft: the taken-up drive redid recorded work", n)
+	}
+	for i := 0; i < 100; i++ {
+		if wanted, _ := book.Wanted(ctx(t), 10); len(wanted) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Error("the finished drive is still owed")
 }

@@ -7,11 +7,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/realm-go/realm/agent-svc/internal/drive"
+	"github.com/realm-go/realm/agent-svc/internal/durable"
 	"github.com/realm-go/realm/agent-svc/internal/limit"
 	"github.com/realm-go/realm/agent-svc/internal/provider"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -31,6 +33,9 @@ type Config struct {
 	Track func(delta int)
 	// Metrics, when set, receives drive counts, failures and slots in use.
 	Metrics prometheus.Registerer
+	// Book, when set, keeps detached drives in Redis so another agent-svc
+	// takes them up if this one dies (Pickup).
+	Book *durable.Book
 }
 
 // Server implements realmv1.AgentServiceServer.
@@ -42,6 +47,8 @@ type Server struct {
 	// is spent.
 	life context.Context
 	stop context.CancelFunc
+	// picked are the drives Pickup took up, which no gRPC call waits for.
+	picked sync.WaitGroup
 }
 
 // New returns the service. A nil Limiter is a local limit of 8.
@@ -57,28 +64,62 @@ func New(c Config) *Server {
 }
 
 // Stop ends the detached drives still going (their runs stay open for the
-// next drive). gRPC's GracefulStop waits for them first, as for any drive.
-func (s *Server) Stop() { s.stop() }
+// next drive, and with a Book stay owed) and waits for the ones Pickup
+// took up. gRPC's GracefulStop waits for the others first, as for any
+// drive.
+func (s *Server) Stop() {
+	s.stop()
+	s.picked.Wait()
+}
 
 // DriveRun implements realmv1.AgentServiceServer.
 func (s *Server) DriveRun(req *realmv1.DriveRunRequest, stream realmv1.AgentService_DriveRunServer) error {
 	ctx := stream.Context()
 	send := func(ev *realmv1.DriveEvent) error {
-		s.m.event(ev)
 		return stream.Send(&realmv1.DriveRunResponse{Event: ev})
 	}
-	if req.GetDetach() {
-		// The drive is this service's: the caller leaving stops only the
-		// events (the context keeps its values, such as the trace).
-		dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		defer cancel()
-		defer context.AfterFunc(s.life, cancel)()
-		ctx = dctx
-		follow := send
-		send = func(ev *realmv1.DriveEvent) error {
-			_ = follow(ev) // an error is the caller gone: the drive goes on
-			return nil
+	if !req.GetDetach() {
+		return s.drive(ctx, req, send)
+	}
+	// The drive is this service's: the caller leaving stops only the
+	// events (the context keeps its values, such as the trace).
+	follow := send
+	return s.detached(context.WithoutCancel(ctx), req, "", func(ev *realmv1.DriveEvent) error {
+		_ = follow(ev) // an error is the caller gone: the drive goes on
+		return nil
+	})
+}
+
+// detached runs a drive that is this service's own: it ends with the run,
+// a block, or Stop. With a Book it is written down as wanted (once its run
+// is known) under a lease renewed while it drives, so if this process dies
+// another agent-svc takes the run up (Pickup); run is set when the lease
+// is already held (a pickup).
+func (s *Server) detached(ctx context.Context, req *realmv1.DriveRunRequest, run string, send drive.Emit) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.life, cancel)()
+	if s.c.Book == nil {
+		return s.drive(ctx, req, send)
+	}
+	b := &booking{s: s, req: req, cancel: cancel}
+	if run != "" {
+		b.held(run)
+	}
+	defer b.end()
+	return s.drive(ctx, req, func(ev *realmv1.DriveEvent) error {
+		if b.run == "" && ev.GetRunId() != "" {
+			b.want(ev.GetRunId())
 		}
+		return send(ev)
+	})
+}
+
+// drive runs one drive, sending its events.
+func (s *Server) drive(ctx context.Context, req *realmv1.DriveRunRequest, emit drive.Emit) error {
+	send := func(ev *realmv1.DriveEvent) error {
+		s.m.event(ev)
+		return emit(ev)
 	}
 	o := req.GetOptions()
 	retries := drive.DefaultSchemaRetries

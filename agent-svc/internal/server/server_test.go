@@ -64,18 +64,26 @@ func startEngine(t testing.TB) realmv1.EngineServiceClient {
 // startAgent serves agent-svc on a loopback socket.
 func startAgent(t testing.TB, c server.Config) realmv1.AgentServiceClient {
 	t.Helper()
+	client, _ := startAgentServer(t, c)
+	return client
+}
+
+// startAgentServer is startAgent that also returns the service.
+func startAgentServer(t testing.TB, c server.Config) (realmv1.AgentServiceClient, *server.Server) {
+	t.Helper()
 	if c.GatePoll == 0 {
 		c.GatePoll = 20 * time.Millisecond
 	}
 	gs := grpc.NewServer()
-	realmv1.RegisterAgentServiceServer(gs, server.New(c))
+	svc := server.New(c)
+	realmv1.RegisterAgentServiceServer(gs, svc)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	return realmv1.NewAgentServiceClient(dial(t, lis.Addr().String()))
+	t.Cleanup(func() { svc.Stop(); gs.Stop() })
+	return realmv1.NewAgentServiceClient(dial(t, lis.Addr().String())), svc
 }
 
 func anthropicAt(url string) provider.Services {
