@@ -44,20 +44,21 @@ func goTool() string {
 }
 
 // binaries are the programs the test runs, built once into a temp folder.
-type binaries struct{ engine, mcp, realm string }
+type binaries struct{ engine, mcp, realm, agent string }
 
-// buildBinaries builds engine-svc, mcp-svc and realm from this tree (the
+// buildBinaries builds engine-svc, mcp-svc, agent-svc and realm from this tree (the
 // workspace of go.work) into a temp folder.
 func buildBinaries(t *testing.T) binaries {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(goTool(), "build", "-o", dir+string(os.PathSeparator),
-		"./engine-svc/cmd/engine-svc", "./mcp-svc/cmd/mcp-svc", "./cli/cmd/realm")
+		"./engine-svc/cmd/engine-svc", "./mcp-svc/cmd/mcp-svc", "./agent-svc/cmd/agent-svc", "./cli/cmd/realm")
 	cmd.Dir = repoRoot(t)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	return binaries{engine: filepath.Join(dir, "engine-svc"), mcp: filepath.Join(dir, "mcp-svc"), realm: filepath.Join(dir, "realm")}
+	return binaries{engine: filepath.Join(dir, "engine-svc"), mcp: filepath.Join(dir, "mcp-svc"), realm: filepath.Join(dir, "realm"),
+		agent: filepath.Join(dir, "agent-svc")}
 }
 
 // redisURL is $REDIS_URL, else the Redis make test starts.

@@ -64,10 +64,16 @@ func run(log *slog.Logger) error {
 	maxDrives := flag.Int("max-drives", 8, "drives at once (across every replica with --redis-url); more wait their turn")
 	gatePoll := flag.Duration("gate-poll", 3*time.Second, "how often a run waiting at a gate is re-read (at most 3s)")
 	grace := flag.Duration("shutdown-grace", 60*time.Second, "how long drives may finish on shutdown")
+	redisPrefix := flag.String("redis-prefix", "realm:agent", "prefix of agent-svc's Redis keys (the drive limit and the owed drives); replicas that share them share one prefix")
+	driveLease := flag.Duration("drive-lease", 30*time.Second, "how long an owed drive stays this replica's without a renewal; after a crash another replica takes it up once it lapses")
+	pickupEvery := flag.Duration("pickup-interval", 5*time.Second, "how often owed drives whose replica stopped or died are looked for")
 	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off) (env REALM_METRICS_LISTEN)")
 	flag.Parse()
 	if *maxDrives < 1 {
 		return fmt.Errorf("--max-drives must be at least 1")
+	}
+	if *driveLease < 300*time.Millisecond || *pickupEvery <= 0 {
+		return fmt.Errorf("--drive-lease must be at least 300ms and --pickup-interval positive")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -88,10 +94,10 @@ func run(log *slog.Logger) error {
 		}
 		rc.AddHook(metrics.RedisHook(mreg))
 		defer rc.Close()
-		lim = limit.NewRedis(rc, *maxDrives, limit.RedisOptions{})
+		lim = limit.NewRedis(rc, *maxDrives, limit.RedisOptions{Prefix: *redisPrefix + ":drives"})
 		// Detached drives are written down in the same Redis, so another
 		// replica takes them up if this one dies.
-		book = durable.New(rc, "", 0)
+		book = durable.New(rc, *redisPrefix+":book", *driveLease)
 		log.Info("drive limit is global (Redis)", "max_drives", *maxDrives)
 	} else {
 		lim = limit.NewLocal(*maxDrives)
@@ -123,7 +129,7 @@ func run(log *slog.Logger) error {
 		Book:     book,
 	})
 	pickupDone := make(chan struct{})
-	go func() { defer close(pickupDone); svc.Pickup(ctx, 5*time.Second) }()
+	go func() { defer close(pickupDone); svc.Pickup(ctx, *pickupEvery) }()
 	defer func() { <-pickupDone }()
 	msrv, err := metrics.Serve(ctx, log, *metricsAddr, mreg)
 	if err != nil {
