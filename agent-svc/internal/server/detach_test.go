@@ -21,22 +21,7 @@ func TestADetachedDriveGoesOnWhenItsCallerLeaves(t *testing.T) {
 	st := newStub(t, "openai", triageAnswers)
 	agent := startAgent(t, server.Config{Engine: eng, Services: openaiAt(st.URL()), GatePoll: 20 * time.Millisecond})
 	for _, detach := range []bool{false, true} {
-		callCtx, leave := context.WithCancel(ctx(t))
-		stream, err := agent.DriveRun(callCtx, &realmv1.DriveRunRequest{WorkflowId: "support", Params: params(t, map[string]any{"ticket": 3}),
-			Options: opts("openai", "gpt-test"), Detach: detach})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var gate *realmv1.DriveEvent
-		for gate == nil {
-			resp, err := stream.Recv()
-			if err != nil {
-				t.Fatalf("detach %v: the drive ended before its gate: %v", detach, err)
-			}
-			if ev := resp.GetEvent(); ev.GetKind() == realmv1.DriveEventKind_DRIVE_EVENT_KIND_GATE_OPENED {
-				gate = ev
-			}
-		}
+		gate, leave := driveToGate(t, agent, detach)
 		leave() // the caller goes away while the run waits
 		if _, err := eng.SubmitHumanResponse(ctx(t), &realmv1.SubmitHumanResponseRequest{RunId: gate.GetRunId(), GateId: gate.GetGate().GetGateId(), Choice: "send"}); err != nil {
 			t.Fatal(err)
@@ -81,22 +66,7 @@ func TestAnOwedDriveIsTakenUpByAnotherAgentSvc(t *testing.T) {
 	go func() { defer close(picking); secondSvc.Pickup(pickup, 20*time.Millisecond) }()
 	t.Cleanup(func() { stopPickup(); <-picking })
 
-	callCtx, leave := context.WithCancel(ctx(t))
-	stream, err := first.DriveRun(callCtx, &realmv1.DriveRunRequest{WorkflowId: "support", Params: params(t, map[string]any{"ticket": 3}),
-		Options: opts("openai", "gpt-test"), Detach: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var gate *realmv1.DriveEvent
-	for gate == nil {
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("the drive ended before its gate: %v", err)
-		}
-		if ev := resp.GetEvent(); ev.GetKind() == realmv1.DriveEventKind_DRIVE_EVENT_KIND_GATE_OPENED {
-			gate = ev
-		}
-	}
+	gate, leave := driveToGate(t, first, true)
 	leave()
 	run := gate.GetRunId()
 	time.Sleep(200 * time.Millisecond) // pickups run while the first holds the lease
@@ -127,4 +97,28 @@ func TestAnOwedDriveIsTakenUpByAnotherAgentSvc(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Error("the finished drive is still owed")
+}
+
+// driveToGate starts a drive of the support workflow and reads its events
+// until its gate opens; leave ends the caller's stream.
+func driveToGate(t *testing.T, agent realmv1.AgentServiceClient, detach bool) (gate *realmv1.DriveEvent, leave context.CancelFunc) {
+	t.Helper()
+	callCtx, leave := context.WithCancel(ctx(t))
+	stream, err := agent.DriveRun(callCtx, &realmv1.DriveRunRequest{WorkflowId: "support", Params: params(t, map[string]any{"ticket": 3}),
+		Options: opts("openai", "gpt-test"), Detach: detach})
+	if err != nil {
+		leave()
+		t.Fatal(err)
+	}
+	for gate == nil {
+		resp, err := stream.Recv()
+		if err != nil {
+			leave()
+			t.Fatalf("detach %v: the drive ended before its gate: %v", detach, err)
+		}
+		if ev := resp.GetEvent(); ev.GetKind() == realmv1.DriveEventKind_DRIVE_EVENT_KIND_GATE_OPENED {
+			gate = ev
+		}
+	}
+	return gate, leave
 }

@@ -454,24 +454,37 @@ func ticking(ctx context.Context, every time.Duration, fn func() (more bool)) {
 // releaseClaims frees the batch's claims that are still this call's and
 // returns how many it freed; on failure they wait for their deadline.
 func (e *Engine) releaseClaims(ctx context.Context, t *txn, batch []claimed) int {
+	released, err := e.endClaims(ctx, t, batch, nil)
+	if err != nil {
+		e.log.WarnContext(ctx, "could not release the claims of unrecorded steps; they wait for their deadline", "run_id", t.run.ID, "err", err)
+		return 0
+	}
+	return released
+}
+
+// endClaims is the last write of a call that cannot go on: each claimed
+// step is kept when keep says so (having recorded it on t2), else its
+// claim is freed (back to
+// pending, nothing recorded). It has its own short deadline, as the call's
+// context may be done. It returns how many claims it freed.
+func (e *Engine) endClaims(ctx context.Context, t *txn, batch []claimed, keep func(t2 *txn, i int) bool) (int, error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	released := 0
 	_, err := e.update(wctx, t.run.ID, func(t2 *txn) error {
 		t2.caller = t.caller
 		released = 0
-		for _, c := range batch {
+		for i, c := range batch {
+			if keep != nil && keep(t2, i) {
+				continue
+			}
 			if t2.freeClaim(c) {
 				released++
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		e.log.WarnContext(wctx, "could not release the claims of unrecorded steps; they wait for their deadline", "run_id", t.run.ID, "err", err)
-		return 0
-	}
-	return released
+	return released, err
 }
 
 // freeClaim puts a claimed step back to pending, nothing recorded, if its
@@ -508,29 +521,20 @@ const releaseTimeout = 5 * time.Second
 // execute_step or advance_run goes on from the record. The write uses its
 // own short deadline, as the call's context is already done.
 func (e *Engine) settleAbandoned(ctx context.Context, t *txn, batch []claimed, outs []outcome) error {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	released := 0
-	_, err := e.update(wctx, t.run.ID, func(t2 *txn) error {
-		t2.caller = t.caller
-		released = 0
-		for i, c := range batch {
-			if len(outs[i].attempts) > 0 && outs[i].last().err == "" {
-				t2.settleDispatched(c, outs[i])
-				continue
-			}
-			if t2.freeClaim(c) {
-				released++
-			}
+	// A step whose handler answered is recorded as usual.
+	released, err := e.endClaims(ctx, t, batch, func(t2 *txn, i int) bool {
+		if len(outs[i].attempts) > 0 && outs[i].last().err == "" {
+			t2.settleDispatched(batch[i], outs[i])
+			return true
 		}
-		return nil
+		return false
 	})
 	if err != nil {
-		e.log.WarnContext(wctx, "could not release the claims of an ended call; they wait for their deadline", "run_id", t.run.ID, "err", err)
+		e.log.WarnContext(ctx, "could not release the claims of an ended call; they wait for their deadline", "run_id", t.run.ID, "err", err)
 		return err
 	}
 	if released > 0 {
-		e.log.InfoContext(wctx, "released the claims of an ended call", "run_id", t.run.ID, "steps", released)
+		e.log.InfoContext(ctx, "released the claims of an ended call", "run_id", t.run.ID, "steps", released)
 	}
 	return ctx.Err()
 }
