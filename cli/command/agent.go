@@ -31,6 +31,7 @@ type agentFlags struct {
 	schemaRetries, llmTimeout    int
 	promptCache, mintWriterNonce bool
 	agentAddr                    string
+	detach                       bool
 }
 
 func (a *app) agentCommand() *cobra.Command {
@@ -41,7 +42,8 @@ func (a *app) agentCommand() *cobra.Command {
 		Long: "Start a run of a workflow (a registered id, or a file, which is registered first), or attach to\n" +
 			"one with --run-id, and drive it: agent-svc asks the model for every agent step and the engine\n" +
 			"runs the rest. Prints the drive as it goes. Exit 0 only when the run completed; 1 otherwise;\n" +
-			"2 when agent-svc cannot be reached.",
+			"2 when agent-svc cannot be reached. With --detach it returns (exit 0) once the run is known,\n" +
+			"and agent-svc goes on driving it.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req, err := a.agentRequest(cmd, f)
@@ -64,6 +66,7 @@ func (a *app) agentCommand() *cobra.Command {
 	fl.BoolVar(&f.promptCache, "prompt-cache", false, "ask the provider to cache each step's stable prompt prefix")
 	fl.BoolVar(&f.mintWriterNonce, "mint-writer-nonce", false, "give every attempt a fresh writer nonce")
 	fl.StringVar(&f.agentAddr, "agent-addr", "", "agent-svc address (default $"+AgentAddrEnv+" or "+DefaultAgentAddr+")")
+	fl.BoolVar(&f.detach, "detach", false, "hand the drive to agent-svc and return once its run is known; agent-svc drives it to its end (with Redis, on any replica)")
 	return cmd
 }
 
@@ -90,7 +93,7 @@ func (a *app) agentRequest(cmd *cobra.Command, f *agentFlags) (*realmv1.DriveRun
 		Provider: f.provider, Model: f.model, BaseUrl: f.baseURL, StrictBaseUrl: f.strictBaseURL,
 		SchemaRetries: &retries, LlmTimeoutSeconds: int32(f.llmTimeout),
 		PromptCache: f.promptCache, MintWriterNonce: f.mintWriterNonce,
-	}}
+	}, Detach: f.detach}
 	if f.workflow != "" {
 		if cmd.Flags().Changed("params") {
 			p, err := parseParams(f.params)
@@ -157,6 +160,11 @@ func (a *app) drive(ctx context.Context, f *agentFlags, req *realmv1.DriveRunReq
 		}
 		ev := resp.GetEvent()
 		a.printDriveLines(ev.GetLines())
+		if f.detach && ev.GetKind() == realmv1.DriveEventKind_DRIVE_EVENT_KIND_STARTED {
+			// The drive is agent-svc's now: leaving stops only the printing.
+			fmt.Fprintf(a.env.Stdout, "Detached: agent-svc drives run %s to its end. Follow it: realm run state %s\n", ev.GetRunId(), ev.GetRunId())
+			return nil
+		}
 		if ev.GetKind() == realmv1.DriveEventKind_DRIVE_EVENT_KIND_FINISHED {
 			if ev.GetExitCode() == 0 && ev.GetOutcome() == realmv1.DriveOutcome_DRIVE_OUTCOME_COMPLETED {
 				return nil

@@ -166,3 +166,30 @@ func TestAgentSaysWhenAgentSvcCannotBeReached(t *testing.T) {
 		t.Errorf("code %d stderr %q", code, stderr)
 	}
 }
+
+// --detach hands the drive to agent-svc and returns once its run is known:
+// the request says detach, the lines up to the run's start are printed,
+// and nothing after (agent-svc goes on with the drive).
+func TestAgentDetachReturnsOnceTheRunIsKnown(t *testing.T) {
+	t.Parallel()
+	f := &fakeAgent{events: []*realmv1.DriveEvent{
+		{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_QUEUED, QueuePosition: 1, Lines: []*realmv1.DriveLine{errLine("… waiting for a drive slot (the drive limit is reached)")}},
+		{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_STARTED, RunId: "r9", Lines: []*realmv1.DriveLine{out("Realm Agent — Ticket triage v1"), out("Run ID: r9")}},
+		{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_STEP_STARTED, Lines: []*realmv1.DriveLine{out("→ [agent] classify")}},
+		{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_FINISHED, Outcome: realmv1.DriveOutcome_DRIVE_OUTCOME_COMPLETED, Lines: []*realmv1.DriveLine{out("Run complete: r9")}},
+	}}
+	addr := serveAgent(t, f)
+	code, stdout, stderr := runAgent(t, "--agent-addr", addr, "--workflow", "triage", "--model", "m", "--detach")
+	want := "Realm Agent — Ticket triage v1\nRun ID: r9\nDetached: agent-svc drives run r9 to its end. Follow it: realm run state r9\n"
+	if code != 0 || stdout != want || stderr != "… waiting for a drive slot (the drive limit is reached)\n" {
+		t.Errorf("code %d stdout %q stderr %q; want 0 %q", code, stdout, stderr, want)
+	}
+	got := func() *realmv1.DriveRunRequest { f.mu.Lock(); defer f.mu.Unlock(); return f.got }
+	if !got().GetDetach() {
+		t.Errorf("request = %v, want detach", got())
+	}
+	code, _, _ = runAgent(t, "--agent-addr", addr, "--workflow", "triage", "--model", "m")
+	if got().GetDetach() || code != 0 {
+		t.Errorf("without --detach: code %d, request %v", code, got())
+	}
+}
