@@ -107,15 +107,7 @@ func TestEngineBinaryDrivesARunOnTheCluster(t *testing.T) {
 	prefix := clusterPrefix(t, addrs)
 	bins := buildBinaries(t)
 
-	addr := freeAddr(t)
-	p, err := startEnv(t, "engine-svc (cluster)", bins.engine, noRedisEnv(), "--addr", addr, "--redis-cluster-addrs", addrs,
-		"--redis-prefix", prefix, "--shutdown-grace", "1s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := awaitEngine(p, "engine-svc (cluster)", addr); err != nil {
-		t.Fatal(err)
-	}
+	p, addr := startEngineOn(t, bins, "engine-svc (cluster)", "--redis-cluster-addrs", addrs, "--redis-prefix", prefix)
 	if !strings.Contains(p.out.String(), "cluster "+addrs) {
 		t.Errorf("engine-svc does not log the Cluster it uses:\n%s", p.out.String())
 	}
@@ -200,16 +192,8 @@ func TestEngineBinaryDrivesARunThroughSentinel(t *testing.T) {
 	}
 	sentinel := startRedisServer(t, conf, "--sentinel")
 	bins := buildBinaries(t)
-	addr := freeAddr(t)
 	sentinels := fmt.Sprintf("127.0.0.1:%d", sentinel)
-	p, err := startEnv(t, "engine-svc (sentinel)", bins.engine, noRedisEnv(), "--addr", addr,
-		"--redis-sentinel-addrs", sentinels, "--redis-sentinel-master", "realmtest", "--shutdown-grace", "1s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := awaitEngine(p, "engine-svc (sentinel)", addr); err != nil {
-		t.Fatal(err)
-	}
+	p, addr := startEngineOn(t, bins, "engine-svc (sentinel)", "--redis-sentinel-addrs", sentinels, "--redis-sentinel-master", "realmtest")
 	if !strings.Contains(p.out.String(), "sentinel master realmtest via "+sentinels) {
 		t.Errorf("engine-svc does not log the Sentinel it uses:\n%s", p.out.String())
 	}

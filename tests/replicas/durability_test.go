@@ -56,15 +56,8 @@ func TestEngineBinaryReportsUnconfirmedCommits(t *testing.T) {
 	addrs := clusterAddrs()
 	prefix := clusterPrefix(t, addrs)
 	bins := buildBinaries(t)
-	addr := freeAddr(t)
-	p, err := startEnv(t, "engine-svc (wait replicas)", bins.engine, noRedisEnv(), "--addr", addr, "--redis-cluster-addrs", addrs,
-		"--redis-prefix", prefix, "--redis-wait-replicas", "1", "--shutdown-grace", "1s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := awaitEngine(p, "engine-svc (wait replicas)", addr); err != nil {
-		t.Fatal(err)
-	}
+	_, addr := startEngineOn(t, bins, "engine-svc (wait replicas)", "--redis-cluster-addrs", addrs,
+		"--redis-prefix", prefix, "--redis-wait-replicas", "1")
 	eng, conn, err := client.DialEngine(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +72,22 @@ func TestEngineBinaryReportsUnconfirmedCommits(t *testing.T) {
 	if !ok || e.Code != errcode.EngineStoreFailed || !strings.Contains(e.Message, "only 0 of the 1 replicas") {
 		t.Fatalf("start_run with no replica to confirm it: %v", err)
 	}
+}
+
+// startEngineOn starts engine-svc on a free address with the Redis args
+// give (and none from the environment), waits until it answers, and
+// returns it with its address.
+func startEngineOn(t *testing.T, bins binaries, name string, args ...string) (*proc, string) {
+	t.Helper()
+	addr := freeAddr(t)
+	p, err := startEnv(t, name, bins.engine, noRedisEnv(), append([]string{"--addr", addr, "--shutdown-grace", "1s"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitEngine(p, name, addr); err != nil {
+		t.Fatal(err)
+	}
+	return p, addr
 }
 
 // startRedisServer runs a throwaway redis-server with args (a config file
