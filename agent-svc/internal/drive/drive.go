@@ -16,11 +16,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/realm-go/realm/agent-svc/internal/provider"
 	"github.com/realm-go/realm/pkg/client"
+	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/reply"
 	"github.com/realm-go/realm/pkg/workflow"
@@ -55,6 +58,12 @@ type Options struct {
 	GatePoll time.Duration
 	// InFlightWait bounds the wait for steps in flight elsewhere (0: 60 s).
 	InFlightWait time.Duration
+	// Durable is a drive its service owns (detached): its run is owed a
+	// drive until it ends, so once the run exists an engine that cannot be
+	// reached (a replica died, a deploy) is waited out, and steps in
+	// flight elsewhere are waited for however long they run, instead of
+	// ending the drive.
+	Durable bool
 	// Caller is recorded on the drive's claims and evidence (channel agent).
 	Caller *realmv1.Caller
 	// Now is the clock (nil: time.Now).
@@ -330,7 +339,53 @@ func (d *driver) state(ctx context.Context) (*realmv1.RunState, error) {
 }
 
 // loop is the drive: until the run ends or nothing more can be done here.
+// A durable drive goes on from the run's record after an engine call that
+// could not be made or answered.
 func (d *driver) loop(ctx context.Context) error {
+	wait := durableRetryMin
+	for {
+		err := d.untilBlocked(ctx)
+		if !d.o.Durable || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		if e := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_QUEUED, RunId: d.runID,
+			Lines: stderr(fmt.Sprintf("… engine-svc did not answer (%s); going on from the run's record in %s", oneLine(client.Cause(err)), wait))}); e != nil {
+			return e
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+		wait = min(2*wait, durableRetryMax)
+	}
+}
+
+// A durable drive waits this long after an engine call that failed, then
+// twice as long after each further one, up to durableRetryMax.
+const (
+	durableRetryMin = 250 * time.Millisecond
+	durableRetryMax = 5 * time.Second
+)
+
+// transient reports whether err is an engine call that failed for want of
+// an engine (unreachable, cut off, out of time, its store down or its
+// write lost to a race) rather than an answer about the run.
+func transient(err error) bool {
+	if err == nil || errors.Is(err, errStopped) || errors.Is(err, errSend) {
+		return false
+	}
+	if ce, ok := errcode.FromStatus(err); ok {
+		return ce.Code == errcode.EngineStoreFailed || ce.Code == errcode.StateSnapshotMismatch
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.Canceled, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// untilBlocked drives until the run ends, nothing more can be done here, or an
+// engine call fails.
+func (d *driver) untilBlocked(ctx context.Context) error {
 	for {
 		st, err := d.state(ctx)
 		if err != nil {
@@ -357,6 +412,11 @@ func (d *driver) loop(ctx context.Context) error {
 			d.gateShown = ""
 		}
 		if owes(st.GetNextActions()) {
+			// The engine's work (handlers, guards) is not a model's: the
+			// slot is given back while it runs.
+			if d.o.Slot != nil {
+				d.o.Slot.Park()
+			}
 			if err := d.advance(ctx); err != nil {
 				return err
 			}
@@ -383,6 +443,9 @@ func (d *driver) loop(ctx context.Context) error {
 			continue
 		}
 		if len(st.GetInProgressSteps()) > 0 {
+			if d.o.Slot != nil {
+				d.o.Slot.Park()
+			}
 			changed, err := d.waitInFlight(ctx, st)
 			if err != nil {
 				return err
@@ -485,7 +548,10 @@ func (d *driver) chained(r *realmv1.Reply) error {
 // for up to InFlightWait.
 func (d *driver) waitInFlight(ctx context.Context, st *realmv1.RunState) (bool, error) {
 	deadline := d.o.Now().Add(d.o.InFlightWait)
-	for d.o.Now().Before(deadline) {
+	// A durable drive waits as long as the steps run: their claims are
+	// renewed while they do, and the engine's sweeper frees them if their
+	// process died.
+	for d.o.Durable || d.o.Now().Before(deadline) {
 		if err := sleep(ctx, min(time.Second, d.o.InFlightWait)); err != nil {
 			return false, err
 		}

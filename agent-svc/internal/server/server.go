@@ -79,7 +79,7 @@ func (s *Server) DriveRun(req *realmv1.DriveRunRequest, stream realmv1.AgentServ
 		return stream.Send(&realmv1.DriveRunResponse{Event: ev})
 	}
 	if !req.GetDetach() {
-		return s.drive(ctx, req, send)
+		return s.drive(ctx, req, false, send)
 	}
 	// The drive is this service's: the caller leaving stops only the
 	// events (the context keeps its values, such as the trace).
@@ -100,14 +100,14 @@ func (s *Server) detached(ctx context.Context, req *realmv1.DriveRunRequest, run
 	defer cancel()
 	defer context.AfterFunc(s.life, cancel)()
 	if s.c.Book == nil {
-		return s.drive(ctx, req, send)
+		return s.drive(ctx, req, true, send)
 	}
 	b := &booking{s: s, req: req, cancel: cancel}
 	if run != "" {
 		b.held(run)
 	}
 	defer b.end()
-	return s.drive(ctx, req, func(ev *realmv1.DriveEvent) error {
+	return s.drive(ctx, req, true, func(ev *realmv1.DriveEvent) error {
 		if b.run == "" && ev.GetRunId() != "" {
 			b.want(ev.GetRunId())
 		}
@@ -115,8 +115,10 @@ func (s *Server) detached(ctx context.Context, req *realmv1.DriveRunRequest, run
 	})
 }
 
-// drive runs one drive, sending its events.
-func (s *Server) drive(ctx context.Context, req *realmv1.DriveRunRequest, emit drive.Emit) error {
+// drive runs one drive, sending its events. A durable drive is one this
+// service owns (detached): it waits out an unreachable engine
+// (drive.Options.Durable).
+func (s *Server) drive(ctx context.Context, req *realmv1.DriveRunRequest, durable bool, emit drive.Emit) error {
 	send := func(ev *realmv1.DriveEvent) error {
 		s.m.event(ev)
 		return emit(ev)
@@ -156,6 +158,7 @@ func (s *Server) drive(ctx context.Context, req *realmv1.DriveRunRequest, emit d
 		Provider: p, Model: o.GetModel(), SchemaRetries: retries, PerAttempt: per,
 		PromptCache: o.GetPromptCache(), MintWriterNonce: o.GetMintWriterNonce(),
 		GatePoll: s.c.GatePoll, InFlightWait: s.c.InFlightWait, Caller: req.GetCaller(), Warnings: warnings, Slot: slot,
+		Durable: durable,
 		Flags: drive.Flags{Provider: o.GetProvider(), Model: o.GetModel(), BaseURL: o.GetBaseUrl(), StrictBaseURL: o.GetStrictBaseUrl(),
 			SchemaRetries: retries, LLMTimeoutSeconds: int(o.GetLlmTimeoutSeconds()), PromptCache: o.GetPromptCache(), MintWriterNonce: o.GetMintWriterNonce()},
 	}, func(ev *realmv1.DriveEvent) error {

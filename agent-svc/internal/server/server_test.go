@@ -47,7 +47,15 @@ func dial(t testing.TB, addr string) *grpc.ClientConn {
 // workflows registered.
 func startEngine(t testing.TB) realmv1.EngineServiceClient {
 	t.Helper()
-	eng := realmv1.NewEngineServiceClient(dial(t, enginetest.Start(t, "miniredis")))
+	_, eng := startEngineAt(t)
+	return eng
+}
+
+// startEngineAt is startEngine that also returns the engine's address.
+func startEngineAt(t testing.TB) (string, realmv1.EngineServiceClient) {
+	t.Helper()
+	addr := enginetest.Start(t, "miniredis")
+	eng := realmv1.NewEngineServiceClient(dial(t, addr))
 	for _, f := range []string{"triage", "support", "one"} {
 		y, err := os.ReadFile("testdata/" + f + ".yaml")
 		if err != nil {
@@ -58,7 +66,7 @@ func startEngine(t testing.TB) realmv1.EngineServiceClient {
 			t.Fatalf("register %s: %v %s", f, err, resp.GetReport().GetText())
 		}
 	}
-	return eng
+	return addr, eng
 }
 
 // startAgent serves agent-svc on a loopback socket.

@@ -70,7 +70,7 @@ func run(log *slog.Logger) error {
 	waitReplicas := flag.Int("redis-wait-replicas", 0, "acknowledge a commit only once WAIT sees this many replicas hold it, so a failover does not lose it (0: off)")
 	buckets := flag.Int("buckets", 256, "run buckets of a new store (fixed once created)")
 	grace := flag.Duration("shutdown-grace", 60*time.Second, "how long in-flight calls may finish on shutdown")
-	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often expired gates that declare on_expiry are carried out (0 turns the sweeper off)")
+	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often the sweeper carries out expired gates that declare on_expiry, frees the stale claims of idempotent steps and drains cleanup no process is delivering (0 turns it off)")
 	prefix := flag.String("redis-prefix", "realm", "prefix of every Redis key (several stacks can share one Redis)")
 	// Testing only, left out of -help: claims go stale after this instead
 	// of the spec's window (at least 15 minutes), so a test can see a dead

@@ -76,10 +76,15 @@ func (t *txn) capableAdapter(adapter string) bool { return t.caps.serves(adapter
 func (t *txn) capable(handler string) bool { return builtins[handler] || t.caps.serves(handler, false) }
 
 // claimForDispatch marks a ready handler step in progress with a claim
-// this call holds; the handler runs after the write commits.
+// this call holds; the handler runs after the write commits. The claim
+// has a deadline (renewed while the handler runs) unless the workflow has
+// finalizers and the step is not idempotent: such a claim has an unknown
+// age (run-record spec §6), so no sweep ever runs that step twice. An
+// idempotent step's claim always has one, so the sweeper can recover it
+// when its process dies, finalizers or not.
 func (t *txn) claimForDispatch(s *workflow.Step) {
 	c := &record.Claim{Token: uuid.NewString(), Holder: holderOf(t.caller), Since: record.FormatTime(t.now)}
-	if !t.def.Def.HasFinalizers() {
+	if !t.def.Def.HasFinalizers() || s.Idempotent {
 		d := record.FormatTime(t.now.Add(t.claimWindowOf(s)))
 		c.Deadline = &d
 	}
@@ -320,27 +325,31 @@ func orEmpty(m map[string]any) map[string]any {
 	return m
 }
 
-// drive runs the steps a write claimed, records their outcomes in one
-// write, lets that write advance the run (which may claim more), and so on
-// until nothing is claimed. Ready steps of parallel branches run at once;
-// their outcomes are recorded in the workflow's order.
+// drive runs the steps a write claimed, records each one's outcome as it
+// finishes, lets the write of the batch's last outcome advance the run
+// (which may claim more), and so on until nothing is claimed. Ready steps
+// of parallel branches run at once; a fast one is recorded while a slow
+// one still runs, so a crash then redoes only the slow one.
 func (e *Engine) drive(ctx context.Context, t *txn) error {
 	e.drives.Add(1)
 	defer e.drives.Done()
 	for len(t.dispatch) > 0 {
 		batch := t.dispatch
 		outs := make([]outcome, len(batch))
-		var wg sync.WaitGroup
+		finished := make(chan int, len(batch))
+		// The handlers see the run as claimed; t.run moves on as their
+		// outcomes are recorded.
+		run := t.run
 		for i, c := range batch {
 			s := t.stepOf(c.step)
-			wg.Add(1)
 			go func() {
-				defer wg.Done()
-				outs[i] = e.runStep(ctx, t.run.ID, t.run, s, c)
+				outs[i] = e.runStep(ctx, run.ID, run, s, c)
+				finished <- i
 			}()
 		}
-		// The batch's claims are renewed until its outcomes are recorded:
-		// a fast branch waiting for a slow one keeps its claim.
+		// The claims of the batch's running steps are renewed until their
+		// outcomes are recorded; a recorded step's claim is gone, so the
+		// heartbeat leaves it alone.
 		hbCtx, stopHeartbeat := context.WithCancel(ctx)
 		beating := make(chan struct{})
 		every := time.Duration(0)
@@ -351,40 +360,59 @@ func (e *Engine) drive(ctx context.Context, t *txn) error {
 		}
 		go func() {
 			defer close(beating)
-			e.renewClaims(hbCtx, t.run.ID, batch, every)
+			e.renewClaims(hbCtx, run.ID, batch, every)
 		}()
-		wg.Wait()
+		var unrecorded []int
+		var failed error
+		for left := len(batch); left > 0; left-- {
+			i := <-finished
+			if ctx.Err() != nil || failed != nil {
+				unrecorded = append(unrecorded, i)
+				continue
+			}
+			// The last outcome's write also advances the run: the next
+			// steps start from a record that holds the whole batch.
+			last := left == 1
+			t2, err := e.update(ctx, t.run.ID, func(t2 *txn) error {
+				t2.caller = t.caller
+				t2.settleDispatched(batch[i], outs[i])
+				if last && !t2.run.Terminal() {
+					t2.advance(advanceOpts{decideGuards: true, chain: true})
+				}
+				return nil
+			})
+			if err != nil {
+				failed = err
+				unrecorded = append(unrecorded, i)
+				continue
+			}
+			t.adopt(t2)
+		}
 		stopHeartbeat()
 		<-beating
+		rest := make([]claimed, len(unrecorded))
+		restOuts := make([]outcome, len(unrecorded))
+		for k, i := range unrecorded {
+			rest[k], restOuts[k] = batch[i], outs[i]
+		}
 		if ctx.Err() != nil {
 			// The call ended (its caller left, or the server is shutting
 			// down) while handlers ran: keep what finished, release the
 			// rest, and claim nothing more.
-			return e.settleAbandoned(ctx, t, batch, outs)
+			return e.settleAbandoned(ctx, t, rest, restOuts)
 		}
-		t2, err := e.update(ctx, t.run.ID, func(t2 *txn) error {
-			t2.caller = t.caller
-			for i, c := range batch {
-				t2.settleDispatched(c, outs[i])
-			}
-			if !t2.run.Terminal() {
-				t2.advance(advanceOpts{decideGuards: true, chain: true})
-			}
-			return nil
-		})
-		if ce, ok := errcode.As(err); ok && ce.Code == errcode.StateSnapshotMismatch {
+		if ce, ok := errcode.As(failed); ok && ce.Code == errcode.StateSnapshotMismatch {
 			// Every try lost its race: the outcomes cannot be recorded.
 			// Free the claims (one more write, with its own tries) so the
 			// steps can run again at once instead of after their deadline,
 			// and say so.
-			released := e.releaseClaims(ctx, t, batch)
+			released := e.releaseClaims(ctx, t, rest)
 			return errcode.Newf(errcode.StateSnapshotMismatch,
-				"%s The results of %s were not recorded; %d claim(s) released, so the step(s) can run again.", ce.Message, quoteSteps(batch), released)
+				"%s The results of %s were not recorded; %d claim(s) released, so the step(s) can run again.", ce.Message, quoteSteps(rest), released)
 		}
-		if err != nil {
-			return err
+		if failed != nil {
+			return failed
 		}
-		t.adopt(t2)
 	}
 	if t.run.Terminal() && len(pendingFinalizers(t.run)) > 0 {
 		// The process that sealed the run delivers its finalizers; one it

@@ -177,8 +177,9 @@ func (e *Engine) SweepExpired(ctx context.Context, limit int) (int, error) {
 	return n, nil
 }
 
-// RunSweeper sweeps every interval until ctx ends: expired questions, then
-// stale claims of idempotent steps. The caller owns it.
+// RunSweeper sweeps every interval until ctx ends: expired questions,
+// stale claims of idempotent steps, then ended runs whose cleanup no
+// process is delivering. The caller owns it.
 func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
 	ticking(ctx, interval, func() bool {
 		if _, err := e.SweepExpired(ctx, 500); err != nil && ctx.Err() == nil {
@@ -186,6 +187,9 @@ func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
 		}
 		if _, err := e.SweepClaims(ctx, 500); err != nil && ctx.Err() == nil {
 			e.log.Warn("claims sweep failed", slog.Any("err", err))
+		}
+		if _, err := e.SweepFinalizers(ctx, 500); err != nil && ctx.Err() == nil {
+			e.log.Warn("finalizers sweep failed", slog.Any("err", err))
 		}
 		return true
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/workflow"
@@ -24,7 +25,63 @@ import (
 const (
 	finalizerLease    = 30 * time.Second
 	maxFinalizerLease = 300 * time.Second
+	// finalizerGrace is how long the process that sealed a run has to
+	// take its first finalizer's lease before the sweeper drains it.
+	finalizerGrace = 10 * time.Second
 )
+
+// finalizersDue is when an ended run's owed cleanup becomes the sweeper's
+// (store.IndexFinalizers): while a drainer holds a lease, when the last
+// held lease runs out; otherwise a grace after the run's last write, so
+// the process that sealed it drains it first.
+func finalizersDue(r *record.Run) (time.Time, bool) {
+	pending := pendingFinalizers(r)
+	if len(pending) == 0 {
+		return time.Time{}, false
+	}
+	var held time.Time
+	for _, n := range pending {
+		if f := r.FinalizerLedger[n]; f.LeaseToken != "" {
+			if until := record.ParseTime(f.LeaseDeadline); until.After(held) {
+				held = until
+			}
+		}
+	}
+	if !held.IsZero() {
+		return held, true
+	}
+	return record.ParseTime(r.UpdatedAt).Add(finalizerGrace), true
+}
+
+// SweepFinalizers drains the ended runs whose owed cleanup no process is
+// delivering: its drainer died (its lease ran out) or the process that
+// sealed the run died before it took one. Each drain runs in the
+// background, owned by ctx and waited for by WaitDrives; the lease keeps a
+// second sweep (here or on another replica) from running a finalizer
+// twice at once. It returns how many runs it started draining.
+func (e *Engine) SweepFinalizers(ctx context.Context, limit int) (int, error) {
+	due, err := e.st.Due(ctx, store.IndexFinalizers, float64(e.now().UnixMilli()), limit)
+	if err != nil {
+		return 0, err
+	}
+	for _, runID := range due {
+		e.drives.Add(1)
+		go func() {
+			defer e.drives.Done()
+			res, err := e.drainFinalizers(ctx, runID, sweeperCaller)
+			if err != nil && !errors.Is(err, errRunNotFound) && ctx.Err() == nil {
+				e.log.Warn("sweep: draining an ended run's finalizers failed", "run_id", runID, "err", err)
+				return
+			}
+			for _, r := range res {
+				if r.status != "lease_held" && r.status != "pending" {
+					e.log.Info("sweep: delivered a finalizer no process was delivering", "run_id", runID, "finalizer", r.name, "status", r.status)
+				}
+			}
+		}()
+	}
+	return len(due), nil
+}
 
 // Ledger statuses.
 const (

@@ -18,7 +18,8 @@ var sweeperCaller = &realmv1.Caller{By: "sweeper", BySource: "engine"}
 // runs again here, on whichever runner serves it. A step not declared
 // idempotent keeps its claim: the stale-claim finding names it, and `realm
 // run reclaim` is the way out. Claims of unknown age (a workflow with
-// finalizers claims with no deadline) are never swept. It returns how
+// finalizers claims its non-idempotent steps with no deadline) are never
+// swept. It returns how
 // many claims it freed; the steps run in the background, owned by ctx and
 // waited for by WaitDrives.
 func (e *Engine) SweepClaims(ctx context.Context, limit int) (int, error) {

@@ -361,6 +361,7 @@ func (t *txn) timerIndexes() []store.IndexOp {
 	if g := r.PendingGate; g != nil && g.ExpiresAt != "" && open {
 		expiry, hasExpiry, enacts = float64(record.ParseTime(g.ExpiresAt).UnixMilli()), true, g.OnExpiry != ""
 	}
+	finDue, owesCleanup := finalizersDue(r)
 	return []store.IndexOp{
 		set(store.IndexClaims, claim, open && hasClaim),
 		// Only a gate with something to carry out is the sweeper's: one
@@ -368,7 +369,7 @@ func (t *txn) timerIndexes() []store.IndexOp {
 		set(store.IndexExpiries, expiry, enacts),
 		set(store.IndexGateDeadlines, expiry, hasExpiry),
 		set(store.IndexActivity, float64(t.now.UnixMilli()), open),
-		set(store.IndexFinalizers, 0, !open && len(pendingFinalizers(r)) > 0),
+		set(store.IndexFinalizers, float64(finDue.UnixMilli()), !open && owesCleanup),
 		set(store.IndexBlocked, 0, open && len(r.CapabilityBlocks) > 0),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/realm-go/realm/engine-svc/internal/engine"
+	"github.com/realm-go/realm/engine-svc/internal/record"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -79,5 +80,72 @@ func TestAFinalizerKeepsItsLeaseWhileItRuns(t *testing.T) {
 	}
 	if n := audits.Load(); n != 1 {
 		t.Errorf("the cleanup ran %d times, want once", n)
+	}
+}
+
+// A finalizer whose drainer died (its lease is never renewed and runs out)
+// is delivered by another engine's sweeper, with no operator command; the
+// dead drainer's late answer is not recorded over it.
+func TestTheSweeperDeliversCleanupWhoseDrainerDied(t *testing.T) {
+	t.Parallel()
+	a := setup(t, "redis")
+	// b never renews its lease within the test: it behaves as an engine
+	// that died while its finalizer call was in flight.
+	b := replicaOf(t, a, engine.Options{Clock: a.clock.Now, LeaseRenewEvery: time.Hour})
+	var charges, audits atomic.Int64
+	release := make(chan struct{})
+	startRunner(t, a, map[string]handlerFunc{
+		"charge": okHandler(t, &charges),
+		"audit": func(ctx context.Context, _ *realmv1.ExecuteHandlerRequest) (*realmv1.ExecuteHandlerResponse, error) {
+			if audits.Add(1) == 1 { // the dead engine's call hangs
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return &realmv1.ExecuteHandlerResponse{Data: value(t, map[string]any{"n": audits.Load()})}, nil
+		},
+	})
+	a.register(t, []byte(withFinalizer))
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		_, _ = b.client.StartRun(context.Background(), &realmv1.StartRunRequest{WorkflowId: "charged"})
+	}()
+	var run string
+	for i := 0; run == "" && i < 500; i++ {
+		list, _ := a.client.ListRuns(ctx(t), &realmv1.ListRunsRequest{WorkflowId: "charged"})
+		if len(list.GetRuns()) == 1 && audits.Load() == 1 {
+			run = list.GetRuns()[0].GetRunId()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if run == "" {
+		t.Fatal("the finalizer never started")
+	}
+	if n, err := a.eng.SweepFinalizers(context.Background(), 10); err != nil || n != 0 {
+		t.Fatalf("sweep while the lease holds started %d, %v; want 0", n, err)
+	}
+	a.clock.Advance(31 * time.Second) // the 30 s lease has run out
+	if n, err := a.eng.SweepFinalizers(context.Background(), 10); err != nil || n != 1 {
+		t.Fatalf("sweep after the lease ran out started %d, %v; want 1", n, err)
+	}
+	var f *record.FinalizerStatus
+	for i := 0; i < 500; i++ {
+		if f = loadDoc(t, a, run).FinalizerLedger["audit"]; f != nil && f.Status == "completed" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if f == nil || f.Status != "completed" || audits.Load() != 2 {
+		t.Fatalf("audit = %+v after %d calls; want completed by the sweeper's call", f, audits.Load())
+	}
+	close(release) // the dead engine's call comes back: superseded
+	<-started
+	if n, err := a.eng.SweepFinalizers(context.Background(), 10); err != nil || n != 0 {
+		t.Errorf("sweep after the cleanup started %d, %v; want 0", n, err)
+	}
+	if got := loadDoc(t, a, run).FinalizerLedger["audit"]; got.Status != "completed" || got.LeaseToken != f.LeaseToken {
+		t.Errorf("the late answer changed the ledger: %+v, was %+v", got, f)
 	}
 }
