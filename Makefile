@@ -60,6 +60,10 @@ lint: ## gofmt, go vet, staticcheck, layering, go mod tidy, buf lint.
 vuln: ## govulncheck every module against the Go vulnerability database (via the module proxy).
 	@scripts/vuln.sh
 
+.PHONY: chaos
+chaos: ## The long fault test: 200 webhook runs while every kind of process is SIGKILLed 4 times (tests/replicas TestChaos).
+	@REALM_CHAOS_RUNS=$${REALM_CHAOS_RUNS:-200} REALM_CHAOS_KILLS=$${REALM_CHAOS_KILLS:-4} scripts/test.sh -run '^TestChaos$$' -v -timeout 40m
+
 .PHONY: bench
 bench: ## Run the benchmarks of every module (no tests).
 	@REALM_TEST_RACE=0 scripts/test.sh -run '^$$' -bench . -benchmem

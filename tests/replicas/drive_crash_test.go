@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -45,11 +46,21 @@ steps:
 
 // chatStub is an OpenAI Chat Completions service that answers every
 // request with a reply draft and counts the requests.
-func chatStub(t *testing.T) (*httptest.Server, *atomic.Int64) {
+func chatStub(t *testing.T) (*httptest.Server, *atomic.Int64) { return chatStubWith(t, 0) }
+
+// chatStubWith is chatStub taking up to latency (at random) to answer.
+func chatStubWith(t *testing.T, latency time.Duration) (*httptest.Server, *atomic.Int64) {
 	var calls atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		calls.Add(1)
+		if latency > 0 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(rand.N(latency)):
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-test",

@@ -173,6 +173,10 @@ type attempt struct {
 	retry    bool // the failure may be tried again
 	timeout  bool
 	stale    bool // the runner did not have the handler after all
+	// unreached: no runner took the call to its end (none live, none
+	// reachable, or it died or dropped the call), so the handler may not
+	// have run at all.
+	unreached bool
 }
 
 // outcome is everything a dispatched step did, recorded in one write.
@@ -270,12 +274,12 @@ func (e *Engine) tryOnce(ctx context.Context, runID string, run *record.Run, s *
 	}
 	r, err := e.reg.Pick(ctx, s.Handler, false)
 	if err != nil || r == nil {
-		a.err, a.code, a.retry = fmt.Sprintf("Handler '%s' is not registered on any live runner.", s.Handler), errcode.EngineHandlerNotRegistered, true
+		a.err, a.code, a.retry, a.unreached = fmt.Sprintf("Handler '%s' is not registered on any live runner.", s.Handler), errcode.EngineHandlerNotRegistered, true, true
 		return a
 	}
 	conn, err := e.conns.get(r.Endpoint)
 	if err != nil {
-		a.err, a.code, a.retry = fmt.Sprintf("Runner '%s' at %s could not be reached: %v", r.Name, r.Endpoint, err), errcode.EngineHandlerFailed, true
+		a.err, a.code, a.retry, a.unreached = fmt.Sprintf("Runner '%s' at %s could not be reached: %v", r.Name, r.Endpoint, err), errcode.EngineHandlerFailed, true, true
 		return a
 	}
 	req := &realmv1.ExecuteHandlerRequest{
@@ -298,7 +302,7 @@ func (e *Engine) tryOnce(ctx context.Context, runID string, run *record.Run, s *
 	default:
 		// The runner died or dropped the call: the attempt failed, and
 		// another runner (or this one, back) may take the next.
-		a.err, a.code, a.retry = fmt.Sprintf("Runner '%s' at %s failed the call: %v", r.Name, r.Endpoint, status.Convert(err).Message()), errcode.EngineHandlerFailed, true
+		a.err, a.code, a.retry, a.unreached = fmt.Sprintf("Runner '%s' at %s failed the call: %v", r.Name, r.Endpoint, status.Convert(err).Message()), errcode.EngineHandlerFailed, true, true
 		return a
 	}
 	if he := resp.GetError(); he != nil {

@@ -165,8 +165,14 @@ type drainResult struct {
 // drainFinalizers runs a terminal run's pending finalizers in rank order,
 // each under a lease taken in its own compare-and-set write, so two drainers
 // never run one cleanup: the second finds the lease held and leaves it.
+//
+// A call no runner took to its end (none reachable, or it died with the
+// call) is not the finalizer's failure: the finalizer stays pending, its
+// lease given back, and this drain leaves it; the sweeper delivers it
+// again after finalizerGrace (at least once, as with a dead drainer).
 func (e *Engine) drainFinalizers(ctx context.Context, runID string, caller *realmv1.Caller) ([]drainResult, error) {
 	var results []drainResult
+	undelivered := map[string]bool{}
 	for {
 		var name, token string
 		var s *workflow.Step
@@ -182,6 +188,10 @@ func (e *Engine) drainFinalizers(ctx context.Context, runID string, caller *real
 				f := t.run.FinalizerLedger[n]
 				if until, ok := leaseHeld(f, t.now); ok {
 					held = append(held, drainResult{name: n, status: "lease_held", detail: record.FormatTime(until)})
+					continue
+				}
+				if undelivered[n] {
+					held = append(held, drainResult{name: n, status: ledgerPending, detail: undeliveredDetail})
 					continue
 				}
 				st := t.stepOf(n)
@@ -220,6 +230,14 @@ func (e *Engine) drainFinalizers(ctx context.Context, runID string, caller *real
 		out := e.runStep(stepCtx, runID, t.run, s, c)
 		cut()
 		<-renewing
+		if a := out.last(); len(out.attempts) > 0 && (a.unreached || a.stale) {
+			undelivered[name] = true
+			if err := e.giveBackLease(ctx, runID, name, token); err != nil {
+				return results, err
+			}
+			e.log.Warn("a finalizer's call reached no runner; it stays pending for the sweeper", "run_id", runID, "finalizer", name, "err", a.err)
+			continue
+		}
 		var res drainResult
 		_, err = e.update(ctx, runID, func(t2 *txn) error {
 			f := t2.run.FinalizerLedger[name]
@@ -235,6 +253,30 @@ func (e *Engine) drainFinalizers(ctx context.Context, runID string, caller *real
 		}
 		results = append(results, res)
 	}
+}
+
+// undeliveredDetail is why a finalizer whose call reached no runner is
+// still pending.
+const undeliveredDetail = "its call reached no runner that finished it; the sweeper delivers it again"
+
+// giveBackLease ends this drainer's lease on a pending finalizer, if it
+// still holds it, so another drain (the sweeper's) may run it. The write
+// moves the run's updated_at: the sweeper's grace counts from it.
+func (e *Engine) giveBackLease(ctx context.Context, runID, name, token string) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_, err := e.update(wctx, runID, func(t *txn) error {
+		f := t.run.FinalizerLedger[name]
+		if f == nil || f.LeaseToken != token || f.Status != ledgerPending {
+			return nil
+		}
+		nf := *f
+		nf.LeaseToken, nf.LeaseDeadline = "", ""
+		t.run.FinalizerLedger[name] = &nf
+		t.touch()
+		return nil
+	})
+	return err
 }
 
 // renewFinalizerLease pushes a finalizer's lease deadline a lease ahead

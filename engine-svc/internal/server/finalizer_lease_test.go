@@ -149,3 +149,53 @@ func TestTheSweeperDeliversCleanupWhoseDrainerDied(t *testing.T) {
 		t.Errorf("the late answer changed the ledger: %+v, was %+v", got, f)
 	}
 }
+
+// A finalizer whose runner dies with the call has not failed: nobody knows
+// whether the cleanup ran, so it stays pending (its lease given back) and
+// the sweeper delivers it again on a live runner, instead of recording a
+// failed cleanup that no one will ever run.
+func TestACleanupWhoseRunnerDiedIsDeliveredAgain(t *testing.T) {
+	t.Parallel()
+	a := setup(t, "redis")
+	var charges, audits atomic.Int64
+	var dying *testRunner
+	dying = startRunner(t, a, map[string]handlerFunc{
+		"charge": okHandler(t, &charges),
+		"audit": func(ctx context.Context, _ *realmv1.ExecuteHandlerRequest) (*realmv1.ExecuteHandlerResponse, error) {
+			audits.Add(1)
+			go dying.gs.Stop() // the runner dies with the call in flight
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+	})
+	a.register(t, []byte(withFinalizer))
+	resp, err := a.client.StartRun(ctx(t), &realmv1.StartRunRequest{WorkflowId: "charged"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := resp.GetReply().GetRunId()
+	f := loadDoc(t, a, run).FinalizerLedger["audit"]
+	if f == nil || f.Status != "pending" || f.LeaseToken != "" || audits.Load() != 1 {
+		t.Fatalf("after its runner died: audit = %+v (%d calls), want pending with no lease", f, audits.Load())
+	}
+	if _, err := a.registry.Deregister(ctx(t), &realmv1.DeregisterRequest{RunnerId: dying.id}); err != nil {
+		t.Fatal(err)
+	}
+	startRunner(t, a, map[string]handlerFunc{"charge": okHandler(t, &charges), "audit": okHandler(t, &audits)})
+	if n, err := a.eng.SweepFinalizers(context.Background(), 10); err != nil || n != 0 {
+		t.Fatalf("sweep within the grace started %d, %v; want 0", n, err)
+	}
+	a.clock.Advance(11 * time.Second)
+	if n, err := a.eng.SweepFinalizers(context.Background(), 10); err != nil || n != 1 {
+		t.Fatalf("sweep after the grace started %d, %v; want 1", n, err)
+	}
+	for i := 0; i < 500; i++ {
+		if f = loadDoc(t, a, run).FinalizerLedger["audit"]; f.Status != "pending" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if f.Status != "completed" || audits.Load() != 2 {
+		t.Errorf("audit = %+v after %d calls, want completed by the second", f, audits.Load())
+	}
+}
