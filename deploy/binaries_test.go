@@ -57,7 +57,7 @@ var binaries = []binary{
 		wantGrace: 60 * time.Second, metricsFlag: "metrics-addr", metricsPort: 9090},
 	{name: "mcp-svc", cmd: "mcp-svc/cmd/mcp-svc", workload: "mcp-svc", listenFlag: "addr", defaultListen: "127.0.0.1:8080", port: 8080,
 		fixedGrace: 10 * time.Second, graceSource: regexp.MustCompile(`Serve\(ctx, lis, mux, 10\*time\.Second\)`), httpHealth: "/healthz",
-		metricsPort: 8080},
+		metricsFlag: "metrics-addr", metricsPort: 9090},
 	{name: "agent-svc", cmd: "agent-svc/cmd/agent-svc", workload: "agent-svc", listenFlag: "addr", defaultListen: "127.0.0.1:7071", port: 7071, graceFlag: "shutdown-grace", grpcHealth: "realm.v1.AgentService",
 		wantGrace: 60 * time.Second, metricsFlag: "metrics-addr", metricsPort: 9090},
 	{name: "listen-svc", cmd: "listen-svc/cmd/listen-svc", workload: "listen-svc", listenFlag: "addr", defaultListen: "127.0.0.1:8090", port: 8090,

@@ -80,8 +80,8 @@ const (
 //	engine-svc, agent-svc, listen-svc -> Redis (dev: the redis StatefulSet
 //	                       on 6379; prod: an external address on 6379, 6380, 26379)
 //	ingress controller  -> mcp-svc:8080, listen-svc:8090
-//	monitoring          -> each metrics port (engine-svc, agent-svc 9090;
-//	                       mcp-svc 8080; listen-svc 8090)
+//	monitoring          -> each metrics port (engine-svc, agent-svc,
+//	                       mcp-svc 9090; listen-svc 8090)
 //	every pod           -> DNS (53 UDP and TCP, any peer)
 //	every traced workload -> observability 4317, 4318 (only in the overlays
 //	                       of tracedOverlays, which list components/otlp)
@@ -125,7 +125,7 @@ func intendedEdges(r *rendered) []netEdge {
 	ingress(peerIngressController, "listen-svc", "8090/TCP")
 	ingress(peerMonitoring, "engine-svc", "9090/TCP")
 	ingress(peerMonitoring, "agent-svc", "9090/TCP")
-	ingress(peerMonitoring, "mcp-svc", "8080/TCP")
+	ingress(peerMonitoring, "mcp-svc", "9090/TCP")
 	ingress(peerMonitoring, "listen-svc", "8090/TCP")
 	for _, w := range r.workloads() {
 		egress(w.name, peerAny, "53/UDP")

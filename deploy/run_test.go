@@ -46,7 +46,7 @@ func TestMakeRunStopsEveryServiceOnSignal(t *testing.T) {
 
 func runStackAndSignal(ctx context.Context, t *testing.T, viaMake bool, signals []syscall.Signal) {
 	t.Helper()
-	ports := freePorts(t, 8)
+	ports := freePorts(t, 9)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	engineAddr := addr(0)
 	env := append(os.Environ(),
@@ -59,6 +59,7 @@ func runStackAndSignal(ctx context.Context, t *testing.T, viaMake bool, signals 
 		"REALM_AGENT_METRICS_ADDR="+addr(5),
 		"REALM_EXAMPLE_RUNNER_METRICS_ADDR="+addr(6),
 		"REALM_ADAPTER_RUNNER_METRICS_ADDR="+addr(7),
+		"REALM_MCP_METRICS_ADDR="+addr(8),
 		"REDIS_URL=",
 	)
 	var cmd *exec.Cmd

@@ -8,7 +8,7 @@
 #   REALM_AGENT_ADDR   agent-svc's gRPC address    (default 127.0.0.1:7071)
 #   REALM_MCP_ADDR     mcp-svc's HTTP address      (default 127.0.0.1:8080)
 #   REALM_LISTEN_ADDR  listen-svc's HTTP address   (default 127.0.0.1:8090)
-#   REALM_{ENGINE,AGENT,EXAMPLE_RUNNER,ADAPTER_RUNNER}_METRICS_ADDR
+#   REALM_{ENGINE,AGENT,MCP,EXAMPLE_RUNNER,ADAPTER_RUNNER}_METRICS_ADDR
 #                      the /metrics ports          (default 127.0.0.1:9090-9093)
 #   REALM_RUN_SKIP_BUILD=1 uses the binaries already in bin/ (tests)
 #
@@ -27,6 +27,7 @@ ENGINE_METRICS_ADDR=${REALM_ENGINE_METRICS_ADDR:-127.0.0.1:9090}
 AGENT_METRICS_ADDR=${REALM_AGENT_METRICS_ADDR:-127.0.0.1:9091}
 EXAMPLE_RUNNER_METRICS_ADDR=${REALM_EXAMPLE_RUNNER_METRICS_ADDR:-127.0.0.1:9092}
 ADAPTER_RUNNER_METRICS_ADDR=${REALM_ADAPTER_RUNNER_METRICS_ADDR:-127.0.0.1:9093}
+MCP_METRICS_ADDR=${REALM_MCP_METRICS_ADDR:-127.0.0.1:9094}
 export REALM_ENGINE_ADDR=$ENGINE_ADDR
 
 if [[ ${REALM_RUN_SKIP_BUILD:-0} != 1 ]]; then
@@ -117,7 +118,7 @@ start go-runner --engine-addr "$ENGINE_ADDR"
 
 # The MCP front door, in dev mode (no token) on loopback only.
 MCP_ADDR=${REALM_MCP_ADDR:-127.0.0.1:8080}
-start mcp-svc --addr "$MCP_ADDR" --engine-addr "$ENGINE_ADDR" --dev
+start mcp-svc --addr "$MCP_ADDR" --engine-addr "$ENGINE_ADDR" --dev --metrics-addr "$MCP_METRICS_ADDR"
 
 # The agent driver; without --redis-url its drive limit is this process's own.
 AGENT_ADDR=${REALM_AGENT_ADDR:-127.0.0.1:7071}
@@ -153,7 +154,7 @@ echo "  example-runner: handlers for examples/orders.yaml (registered with engin
 echo "  go-runner: handlers for examples/go-runner/workflow.yaml (a runner module of its own)"
 echo "  adapter-runner: the http and filesystem adapters for uses_service steps"
 echo "Metrics (Prometheus): http://$ENGINE_METRICS_ADDR/metrics (engine-svc) · http://$AGENT_METRICS_ADDR/metrics (agent-svc)"
-echo "  http://$MCP_ADDR/metrics (mcp-svc) · http://$LISTEN_ADDR/metrics (listen-svc)"
+echo "  http://$MCP_METRICS_ADDR/metrics (mcp-svc) · http://$LISTEN_ADDR/metrics (listen-svc)"
 echo "  http://$EXAMPLE_RUNNER_METRICS_ADDR/metrics (example-runner) · http://$ADAPTER_RUNNER_METRICS_ADDR/metrics (adapter-runner)"
 echo
 echo "Try: bin/realm workflow list    ·    bin/realm run start <workflow>"

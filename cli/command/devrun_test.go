@@ -501,9 +501,9 @@ func TestWorkflowRunClosesTheAgentPromptOfAStepDoneElsewhere(t *testing.T) {
 		run := runIDIn(t, s.text())
 		// Another driver answers the step while the prompt waits. The
 		// prompt holds the claim, so only its token answers: the other
-		// driver reads it from the exported record (as a tool that copies
-		// it could).
-		exp, err := l.engine.ExportRun(l.ctx(), &realmv1.ExportRunRequest{RunId: run})
+		// driver reads it from the exported record, secrets included (as
+		// an operator's tool that copies it could).
+		exp, err := l.engine.ExportRun(l.ctx(), &realmv1.ExportRunRequest{RunId: run, WithSecrets: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -320,6 +320,7 @@ type exportSummary struct {
 
 func (a *app) runExportCommand() *cobra.Command {
 	var out string
+	var withSecrets bool
 	cmd := &cobra.Command{
 		Use:   "export <run>",
 		Short: "Write the whole record of a run as one JSON bundle",
@@ -346,7 +347,7 @@ func (a *app) runExportCommand() *cobra.Command {
 				return err
 			}
 			defer done()
-			resp, err := engine.ExportRun(ctx, &realmv1.ExportRunRequest{RunId: args[0]})
+			resp, err := engine.ExportRun(ctx, &realmv1.ExportRunRequest{RunId: args[0], WithSecrets: withSecrets})
 			if err != nil {
 				return a.rpcError(err)
 			}
@@ -371,5 +372,6 @@ func (a *app) runExportCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "file or directory to write (default ./<run-id>.realm.json)")
+	cmd.Flags().BoolVar(&withSecrets, "with-secrets", false, "keep the claim and lease tokens (whoever holds one may settle its step); left out by default")
 	return cmd
 }

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,8 @@ import (
 const (
 	// MaxBodyBytes is the largest request body accepted (1 MiB).
 	MaxBodyBytes = 1 << 20
+	// RequestReadTimeout bounds reading a whole request, body included.
+	RequestReadTimeout = 30 * time.Second
 	// MaxBatch is the most JSON-RPC messages one request may carry.
 	MaxBatch = 100
 
@@ -181,13 +184,16 @@ func Guard(next http.Handler, o GuardOptions) http.Handler {
 	})
 }
 
-// bearerMatches compares in constant time; the scheme is case-insensitive.
+// bearerMatches compares in constant time, length included: the digests
+// compared are of one size whatever was sent, so the time taken tells
+// nothing of the token's length. The scheme is case-insensitive.
 func bearerMatches(header, token string) bool {
 	scheme, got, ok := strings.Cut(strings.TrimSpace(header), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
+	a, b := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
 // originAllowed accepts a loopback origin (localhost, 127.0.0.1, ::1, any
@@ -292,7 +298,11 @@ func Listen(addr string) (net.Listener, error) {
 // Serve serves h on lis until ctx ends, then stops accepting and lets
 // in-flight requests finish for up to grace.
 func Serve(ctx context.Context, lis net.Listener, h http.Handler, grace time.Duration) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// Headers and bodies must arrive in bounded time (a client trickling
+	// bytes holds a connection otherwise); answers are not bounded, as a
+	// streamable-HTTP answer may be a long event stream.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: RequestReadTimeout,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
 	select {

@@ -150,6 +150,8 @@ const (
 	ResourceFetchFailed Code = "RESOURCE_FETCH_FAILED"
 	// ResourceFormatInvalid: A workflow file is not valid YAML, or a stored workflow copy is not valid JSON.
 	ResourceFormatInvalid Code = "RESOURCE_FORMAT_INVALID"
+	// ResourceTooLarge: A value is over its size limit: run params, an agent step's answer or a handler's output past 1 MiB, a gate choice or responder past 4 KiB (docs/security.md). Nothing was recorded. (The original never raises it.)
+	ResourceTooLarge Code = "RESOURCE_TOO_LARGE"
 )
 
 // Codes in the type that Realm never raises; project code may raise them.
@@ -180,8 +182,6 @@ const (
 	EngineGateOpenFailed Code = "ENGINE_GATE_OPEN_FAILED"
 	// GuardResolutionError: A guard step could not be resolved (never raised by Realm; available to project code).
 	GuardResolutionError Code = "GUARD_RESOLUTION_ERROR"
-	// ResourceTooLarge: A resource is over its size limit (never raised by Realm; available to project code).
-	ResourceTooLarge Code = "RESOURCE_TOO_LARGE"
 	// ResourceNotAccessible: A resource exists but cannot be accessed (never raised by Realm; available to project code).
 	ResourceNotAccessible Code = "RESOURCE_NOT_ACCESSIBLE"
 )
@@ -1065,9 +1065,9 @@ var catalogue = map[Code]Info{
 		Category:    CategoryResource,
 		AgentAction: ActionProvideInput,
 		Retryable:   false,
-		Raised:      false,
+		Raised:      true,
 		GRPC:        codes.ResourceExhausted,
-		Meaning:     "A resource is over its size limit (never raised by Realm; available to project code).",
+		Meaning:     "A value is over its size limit: run params, an agent step's answer or a handler's output past 1 MiB, a gate choice or responder past 4 KiB (docs/security.md). Nothing was recorded. (The original never raises it.)",
 	},
 	ResourceNotAccessible: {
 		Code:        ResourceNotAccessible,

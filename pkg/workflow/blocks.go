@@ -172,6 +172,9 @@ func positiveInt(n *yaml.Node) (int, bool) {
 	return int(f), true
 }
 
+// MaxAttempts bounds retry.max_attempts.
+const MaxAttempts = 100
+
 var retryKeys = []string{"max_attempts", "backoff", "base_delay_ms", "max_delay_ms", "on_timeout", "total_timeout_seconds"}
 
 // retry decodes the retry block (spec §12.2).
@@ -194,6 +197,12 @@ func (c *stepCheck) retry(p pair) {
 				continue
 			}
 			if f.Key.Value == "max_attempts" {
+				if n > MaxAttempts {
+					// An attempt costs a handler call and a record entry:
+					// a number past this is a typo or a denial of service.
+					c.errf("'retry.max_attempts' must be at most %d (got %d)%s", MaxAttempts, n, at)
+					continue
+				}
 				r.MaxAttempts = n
 			} else {
 				r.TotalTimeoutSeconds = n

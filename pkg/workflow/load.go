@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -232,6 +233,13 @@ func (l *loader) identity() {
 			continue
 		}
 		if f == "id" {
+			// An id names keys in the store (the idempotency-key pointer is
+			// "<id>\x1f<key>"): a control character would make two
+			// different ids and keys read alike.
+			if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+				l.errf("'id' must not contain control characters%s", lineOf(p.Key))
+				continue
+			}
 			l.def.ID = s
 			l.rep.WorkflowID = s
 		} else {

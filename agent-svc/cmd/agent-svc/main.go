@@ -67,6 +67,7 @@ func run(log *slog.Logger) error {
 	redisPrefix := flag.String("redis-prefix", "realm:agent", "prefix of agent-svc's Redis keys (the drive limit and the owed drives); replicas that share them share one prefix")
 	driveLease := flag.Duration("drive-lease", 30*time.Second, "how long an owed drive stays this replica's without a renewal; after a crash another replica takes it up once it lapses")
 	pickupEvery := flag.Duration("pickup-interval", 5*time.Second, "how often owed drives whose replica stopped or died are looked for")
+	reflect := flag.Bool("reflection", false, "serve gRPC server reflection (for grpcurl and the like); off by default")
 	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off) (env REALM_METRICS_LISTEN)")
 	flag.Parse()
 	if *maxDrives < 1 {
@@ -144,7 +145,12 @@ func run(log *slog.Logger) error {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	hs.SetServingStatus("realm.v1.AgentService", healthpb.HealthCheckResponse_SERVING)
-	reflection.Register(gs)
+	if *reflect {
+		// Off by default: it hands anyone who can connect a map of every
+		// call this service takes.
+		reflection.Register(gs)
+		log.Info("gRPC server reflection is on (--reflection)")
+	}
 
 	lis, err := net.Listen("tcp", *addr)
 	if err != nil {

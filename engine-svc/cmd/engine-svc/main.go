@@ -78,6 +78,7 @@ func run(log *slog.Logger) error {
 	claimWindow := flag.Duration("claim-window", 0, "")
 	flag.Usage = usageHiding("claim-window")
 	storePing := flag.Duration("store-ping-interval", time.Second, "how often readiness pings the store: NOT_SERVING while it fails (0 turns the check off)")
+	reflect := flag.Bool("reflection", false, "serve gRPC server reflection (for grpcurl and the like); off by default")
 	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off) (env REALM_METRICS_LISTEN)")
 	flag.Parse()
 
@@ -158,7 +159,12 @@ func run(log *slog.Logger) error {
 		}()
 		defer func() { stopWatch(); <-watched }()
 	}
-	reflection.Register(gs)
+	if *reflect {
+		// Off by default: it hands anyone who can connect a map of every
+		// call this service takes.
+		reflection.Register(gs)
+		log.Info("gRPC server reflection is on (--reflection)")
+	}
 
 	lis, err := net.Listen("tcp", *addr)
 	if err != nil {

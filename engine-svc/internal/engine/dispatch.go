@@ -314,6 +314,11 @@ func (e *Engine) tryOnce(ctx context.Context, runID string, run *record.Run, s *
 		a.details = he.GetDetails().AsMap()
 		return a
 	}
+	if err := WithinSize(fmt.Sprintf("The output of handler '%s'", s.Handler), resp.GetData(), MaxValueBytes); resp.Data != nil && err != nil {
+		ce, _ := errcode.As(err)
+		a.err, a.code = ce.Message, ce.Code
+		return a
+	}
 	if resp.Data == nil && resp.AbortMessage == nil {
 		a.err, a.code = fmt.Sprintf("Handler '%s' returned nothing: a handler returns data, a warning or an abort.", s.Handler), errcode.EngineHandlerFailed
 		return a
@@ -835,6 +840,11 @@ func (e *Engine) callAdapter(ctx context.Context, a attempt, runID string, s *wo
 		}
 		a.err, a.code, a.retry = he.GetMessage(), errcode.Code(he.GetCode()), he.GetRetryable()
 		a.details = he.GetDetails().AsMap()
+		return a
+	}
+	if err := WithinSize(fmt.Sprintf("The answer of adapter '%s'", c.adapter), resp.GetData(), MaxValueBytes); err != nil {
+		ce, _ := errcode.As(err)
+		a.err, a.code = ce.Message, ce.Code
 		return a
 	}
 	// An adapter answers {status, data}: an object data is the output; any

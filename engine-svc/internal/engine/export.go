@@ -13,8 +13,10 @@ import (
 )
 
 // ExportRun writes the whole record as one bundle (run-record spec §9):
-// the run with its evidence and outputs, claim tokens included, and the
-// refused answers (attempts.go).
+// the run with its evidence and outputs, and the refused answers
+// (attempts.go). Claim and lease tokens are left out unless the request
+// asks for them (with_secrets): a token settles its step, and a bundle is
+// shared more widely than the engine's API.
 func (e *Engine) ExportRun(ctx context.Context, req *realmv1.ExportRunRequest) (*realmv1.ExportRunResponse, error) {
 	snap, err := e.st.LoadRun(ctx, req.GetRunId())
 	if errors.Is(err, store.ErrNotFound) {
@@ -28,6 +30,9 @@ func (e *Engine) ExportRun(ctx context.Context, req *realmv1.ExportRunRequest) (
 		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
 	}
 	run["version"] = snap.Version
+	if !req.GetWithSecrets() {
+		withoutTokens(run)
+	}
 	var artifactErrors []any
 	evidence := []any{}
 	entries, err := e.st.Evidence(ctx, req.GetRunId(), 0, -1)
@@ -80,4 +85,24 @@ func (e *Engine) ExportRun(ctx context.Context, req *realmv1.ExportRunRequest) (
 		return nil, errcode.Wrap(errcode.EngineInternal, err, "encode export: "+err.Error())
 	}
 	return &realmv1.ExportRunResponse{Bundle: b}, nil
+}
+
+// withoutTokens removes from a run document every claim or lease token:
+// of claims in progress, of settled steps, of answered gates and of
+// finalizer leases.
+func withoutTokens(run map[string]any) {
+	for _, field := range []string{"claims", "settled", "resolved_gates"} {
+		m, _ := run[field].(map[string]any)
+		for _, v := range m {
+			if entry, ok := v.(map[string]any); ok {
+				delete(entry, "token")
+			}
+		}
+	}
+	ledger, _ := run["finalizer_ledger"].(map[string]any)
+	for _, v := range ledger {
+		if entry, ok := v.(map[string]any); ok {
+			delete(entry, "lease_token")
+		}
+	}
 }

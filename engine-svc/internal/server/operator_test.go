@@ -162,29 +162,40 @@ func TestPurgePreviewsThenRemovesAnEndedRunOnly(t *testing.T) {
 	})
 }
 
-func TestExportCarriesTheWholeRecordWithClaimTokens(t *testing.T) {
+// An export carries the whole record; the claim tokens (proof that settles
+// a step) only when asked for with with_secrets.
+func TestExportCarriesTheWholeRecordAndClaimTokensOnlyWithSecrets(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
 		e.register(t, readFile(t, "testdata/support.yaml"))
 		run := start(t, e, "support", nil).GetRunId()
 		opened := step(t, e, run, "draft", map[string]any{"reply": "Hi."})
-		resp, err := e.client.ExportRun(ctx(t), &realmv1.ExportRunRequest{RunId: run})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b struct {
-			Version int `json:"realm_export_version"`
-			Run     struct {
-				Claims   map[string]struct{ Token string } `json:"claims"`
-				Evidence []map[string]any                  `json:"evidence"`
-			} `json:"run"`
-			Complete bool `json:"complete"`
-		}
-		if err := json.Unmarshal(resp.GetBundle(), &b); err != nil {
-			t.Fatal(err)
-		}
-		if b.Version != 4 || !b.Complete || b.Run.Claims["draft"].Token != opened.GetGate().GetClaimToken() || len(b.Run.Evidence) != 1 {
-			t.Errorf("bundle = %s", resp.GetBundle())
+		for _, withSecrets := range []bool{false, true} {
+			resp, err := e.client.ExportRun(ctx(t), &realmv1.ExportRunRequest{RunId: run, WithSecrets: withSecrets})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b struct {
+				Version int `json:"realm_export_version"`
+				Run     struct {
+					Claims   map[string]map[string]any `json:"claims"`
+					Evidence []map[string]any          `json:"evidence"`
+				} `json:"run"`
+				Complete bool `json:"complete"`
+			}
+			if err := json.Unmarshal(resp.GetBundle(), &b); err != nil {
+				t.Fatal(err)
+			}
+			if b.Version != 4 || !b.Complete || b.Run.Claims["draft"] == nil || len(b.Run.Evidence) != 1 {
+				t.Errorf("bundle = %s", resp.GetBundle())
+			}
+			token, has := b.Run.Claims["draft"]["token"]
+			switch {
+			case withSecrets && token != opened.GetGate().GetClaimToken():
+				t.Errorf("with secrets: claim token %v, want %s", token, opened.GetGate().GetClaimToken())
+			case !withSecrets && (has || strings.Contains(string(resp.GetBundle()), opened.GetGate().GetClaimToken())):
+				t.Errorf("without secrets the bundle holds the claim token:\n%s", resp.GetBundle())
+			}
 		}
 	})
 }

@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -71,6 +72,9 @@ func (s *Server) StartRun(ctx context.Context, req *realmv1.StartRunRequest) (*r
 	if err := required("workflow_id", req.GetWorkflowId()); err != nil {
 		return nil, err
 	}
+	if err := engine.WithinSize("The run's params", req.GetParams(), engine.MaxValueBytes); err != nil {
+		return nil, grpcErr(err)
+	}
 	r, err := s.e.StartRun(ctx, req)
 	if err != nil {
 		return nil, grpcErr(err)
@@ -84,6 +88,9 @@ func (s *Server) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepReques
 	}
 	if err := required("command", req.GetCommand()); err != nil {
 		return nil, err
+	}
+	if err := engine.WithinSize("The step's params", req.GetParams(), engine.MaxValueBytes); err != nil {
+		return nil, grpcErr(err)
 	}
 	r, err := s.e.ExecuteStep(ctx, req)
 	if err != nil {
@@ -134,6 +141,12 @@ func (s *Server) SubmitHumanResponse(ctx context.Context, req *realmv1.SubmitHum
 	if err := required("choice", req.GetChoice()); err != nil {
 		return nil, err
 	}
+	if err := engine.WithinLength("The choice", req.GetChoice(), engine.MaxLabelBytes); err != nil {
+		return nil, grpcErr(err)
+	}
+	if err := engine.WithinLength("responded_by", req.GetRespondedBy(), engine.MaxLabelBytes); err != nil {
+		return nil, grpcErr(err)
+	}
 	r, err := s.e.SubmitHumanResponse(ctx, req)
 	if err != nil {
 		return nil, grpcErr(err)
@@ -144,6 +157,11 @@ func (s *Server) SubmitHumanResponse(ctx context.Context, req *realmv1.SubmitHum
 func (s *Server) StartRunBatch(ctx context.Context, req *realmv1.StartRunBatchRequest) (*realmv1.StartRunBatchResponse, error) {
 	if err := required("workflow_id", req.GetWorkflowId()); err != nil {
 		return nil, err
+	}
+	for i, item := range req.GetItems() {
+		if err := engine.WithinSize(fmt.Sprintf("The params of item %d", i), item.GetParams(), engine.MaxValueBytes); err != nil {
+			return nil, grpcErr(err)
+		}
 	}
 	resp, err := s.e.StartRunBatch(ctx, req)
 	return resp, grpcErr(err)

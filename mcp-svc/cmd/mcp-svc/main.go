@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -57,6 +58,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	addr := fs.String("addr", envOr("REALM_MCP_LISTEN", "127.0.0.1:8080"), "HTTP listen address (env REALM_MCP_LISTEN)")
 	engineAddr := fs.String("engine-addr", envOr(client.EngineAddrEnv, client.DefaultEngineAddr), "engine-svc gRPC address (host:port, or a comma-separated list of replicas) (env "+client.EngineAddrEnv+")")
 	devFlag := fs.Bool("dev", false, "disable the token check (local development only) (env "+mcpserver.DevEnv+"=1)")
+	metricsAddr := fs.String("metrics-addr", getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address, apart from /mcp (empty: off) (env REALM_METRICS_LISTEN)")
 	origins := fs.String("allowed-origins", getenv("REALM_MCP_ALLOWED_ORIGINS"), "comma-separated browser origins accepted besides loopback ones (env REALM_MCP_ALLOWED_ORIGINS)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -82,7 +84,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Lazy dial: mcp-svc starts while engine-svc is down, and a call then
 	// says it cannot reach it. "host:port,host:port" spreads calls over
 	// engine replicas (round-robin).
-	// /metrics shares the port; the Ingress publishes only /mcp.
 	reg := metrics.NewRegistry()
 	conn, err := client.NewConn(*engineAddr, append(metrics.GRPCClient(reg), tracing.ClientHandler())...)
 	if err != nil {
@@ -107,7 +108,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", metrics.HTTP(reg, "mcp", tracing.Handler("mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Token: token, AllowedOrigins: allowed}))))
-	mux.Handle("GET /metrics", metrics.Handler(reg))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
@@ -128,6 +128,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if narrowed != "" {
 			fmt.Fprintf(stdout, "Dev mode serves loopback only: listening on %s instead of %s (set REALM_SERVE_TOKEN to serve other hosts).\n", lis.Addr(), narrowed)
 		}
+	}
+	// /metrics has its own listener, never the public /mcp port: what the
+	// counters tell (tools called, refusals) is not for every caller.
+	msrv, err := metrics.Serve(ctx, slog.New(slog.NewTextHandler(stderr, nil)), *metricsAddr, reg)
+	if err != nil {
+		lis.Close()
+		return fmt.Errorf("Error: %w", err)
+	}
+	if msrv != nil {
+		defer func() { _ = msrv.Wait() }()
+		fmt.Fprintf(stdout, "Prometheus metrics on http://%s/metrics\n", msrv.Addr())
 	}
 	fmt.Fprintf(stdout, "Realm MCP server listening on http://%s/mcp\n", lis.Addr())
 	if !dev {

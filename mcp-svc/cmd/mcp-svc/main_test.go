@@ -31,6 +31,14 @@ func testCtx(t testing.TB) context.Context {
 // returns the MCP endpoint URL.
 func startStack(t testing.TB, backend string, env map[string]string, extraArgs ...string) (endpoint string) {
 	t.Helper()
+	endpoint, _ = startStackMetrics(t, backend, env, extraArgs...)
+	return endpoint
+}
+
+// startStackMetrics is startStack that also returns the /metrics URL mcp-svc
+// printed (with --metrics-addr; "" without).
+func startStackMetrics(t testing.TB, backend string, env map[string]string, extraArgs ...string) (endpoint, metricsURL string) {
+	t.Helper()
 	engineAddr := enginetest.Start(t, backend)
 	registerTriage(t, engineAddr)
 
@@ -48,13 +56,16 @@ func startStack(t testing.TB, backend string, env map[string]string, extraArgs .
 	})
 	lines := bufio.NewScanner(pr)
 	for lines.Scan() {
+		if url, ok := strings.CutPrefix(lines.Text(), "Prometheus metrics on "); ok {
+			metricsURL = url
+		}
 		if url, ok := strings.CutPrefix(lines.Text(), "Realm MCP server listening on "); ok {
 			go func() { _, _ = io.Copy(io.Discard, pr) }()
-			return url
+			return url, metricsURL
 		}
 	}
 	t.Fatalf("mcp-svc printed no listening line")
-	return ""
+	return "", ""
 }
 
 func registerTriage(t testing.TB, engineAddr string) {
@@ -213,7 +224,7 @@ func TestStartRefusesWithoutATokenOutsideDevMode(t *testing.T) {
 
 func TestWithATokenOnlyBearerCallsReachTheTools(t *testing.T) {
 	t.Parallel()
-	endpoint := startStack(t, "miniredis", map[string]string{"REALM_SERVE_TOKEN": "s3cret"})
+	endpoint, metricsURL := startStackMetrics(t, "miniredis", map[string]string{"REALM_SERVE_TOKEN": "s3cret"}, "--metrics-addr", "127.0.0.1:0")
 	hr, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	hr.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := http.DefaultClient.Do(hr)
@@ -240,8 +251,14 @@ func TestWithATokenOnlyBearerCallsReachTheTools(t *testing.T) {
 	if health.StatusCode != 200 {
 		t.Errorf("/healthz without a token: %d", health.StatusCode)
 	}
+	// /metrics is not on the public port: it has its own listener.
+	if pub, err := http.Get(strings.TrimSuffix(endpoint, "/mcp") + "/metrics"); err != nil || pub.StatusCode != http.StatusNotFound {
+		t.Errorf("/metrics on the public port: %v %v, want 404", pub.StatusCode, err)
+	} else {
+		pub.Body.Close()
+	}
 	// The refused call and the tool calls are counted by code.
-	m, err := http.Get(strings.TrimSuffix(endpoint, "/mcp") + "/metrics")
+	m, err := http.Get(metricsURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3310,8 +3310,12 @@ func (x *InspectRunResponse) GetText() string {
 }
 
 type ExportRunRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// with_secrets keeps the claim and lease tokens in the bundle (proof of
+	// a claim: whoever holds one may settle its step); without it they are
+	// left out.
+	WithSecrets   bool `protobuf:"varint,2,opt,name=with_secrets,json=withSecrets,proto3" json:"with_secrets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3351,6 +3355,13 @@ func (x *ExportRunRequest) GetRunId() string {
 		return x.RunId
 	}
 	return ""
+}
+
+func (x *ExportRunRequest) GetWithSecrets() bool {
+	if x != nil {
+		return x.WithSecrets
+	}
+	return false
 }
 
 type ExportRunResponse struct {
@@ -5422,9 +5433,10 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
 	"\averbose\x18\x02 \x01(\bR\averbose\"(\n" +
 	"\x12InspectRunResponse\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text\")\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"L\n" +
 	"\x10ExportRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"+\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12!\n" +
+	"\fwith_secrets\x18\x02 \x01(\bR\vwithSecrets\"+\n" +
 	"\x11ExportRunResponse\x12\x16\n" +
 	"\x06bundle\x18\x01 \x01(\fR\x06bundle\"p\n" +
 	"\x10ResumeRunRequest\x12\x15\n" +

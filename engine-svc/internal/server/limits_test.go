@@ -1,0 +1,78 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/realm-go/realm/pkg/errcode"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+const bigOutput = `id: big
+name: Big output
+version: 1
+steps:
+  make:
+    description: Makes an output past the limit.
+    execution: auto
+    handler: big
+`
+
+// Each value a caller or a handler hands the engine is bounded (1 MiB;
+// 4 KiB for a gate's choice): past it the call is refused with
+// RESOURCE_TOO_LARGE and nothing of it is recorded, so no later call
+// carries it (a run past 4 MiB of outputs broke every later handler call
+// and export).
+func TestEachValueIsBoundedAndNothingIsHalfWritten(t *testing.T) {
+	t.Parallel()
+	a := setup(t, "redis")
+	var calls atomic.Int64
+	startRunner(t, a, map[string]handlerFunc{
+		"big": func(context.Context, *realmv1.ExecuteHandlerRequest) (*realmv1.ExecuteHandlerResponse, error) {
+			calls.Add(1)
+			return &realmv1.ExecuteHandlerResponse{Data: value(t, map[string]any{"blob": strings.Repeat("x", 3<<19)})}, nil
+		},
+	})
+	a.register(t, readFile(t, "testdata/support.yaml"))
+	a.register(t, []byte(bigOutput))
+	huge := strings.Repeat("y", 1<<20+1)
+	tooLarge := func(what string, err error) {
+		t.Helper()
+		if ce, ok := errcode.FromStatus(err); !ok || ce.Code != errcode.ResourceTooLarge || !strings.Contains(ce.Message, "over the limit") {
+			t.Errorf("%s: %v, want RESOURCE_TOO_LARGE", what, err)
+		}
+	}
+
+	_, err := a.client.StartRun(ctx(t), &realmv1.StartRunRequest{WorkflowId: "support", Params: params(t, map[string]any{"note": huge})})
+	tooLarge("params", err)
+	if list, _ := a.client.ListRuns(ctx(t), &realmv1.ListRunsRequest{WorkflowId: "support"}); len(list.GetRuns()) != 0 {
+		t.Errorf("a refused start made runs: %v", list.GetRuns())
+	}
+
+	run := start(t, a, "support", nil).GetRunId()
+	before := state(t, a, run).GetRunVersion()
+	_, err = a.client.ExecuteStep(ctx(t), &realmv1.ExecuteStepRequest{RunId: run, Command: "draft", Params: params(t, map[string]any{"reply": huge})})
+	tooLarge("an agent's answer", err)
+	if v := state(t, a, run).GetRunVersion(); v != before {
+		t.Errorf("a refused answer wrote the run: version %d → %d", before, v)
+	}
+
+	gate := step(t, a, run, "draft", map[string]any{"reply": "Hi."}).GetGate()
+	_, err = a.client.SubmitHumanResponse(ctx(t), &realmv1.SubmitHumanResponseRequest{RunId: run, GateId: gate.GetGateId(), Choice: strings.Repeat("s", 5000)})
+	tooLarge("a gate's choice", err)
+	if st := state(t, a, run); st.GetPendingGate().GetGateId() != gate.GetGateId() {
+		t.Errorf("a refused choice closed the gate: %v", st.GetPendingGate())
+	}
+
+	r := start(t, a, "big", nil)
+	doc := loadDoc(t, a, r.GetRunId())
+	if r.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_FAILED || calls.Load() != 1 || len(doc.CompletedSteps) != 0 {
+		t.Errorf("a handler's output past the limit: run %v, %d calls, completed %v; want the step failed and nothing recorded", r.GetRunPhase(), calls.Load(), doc.CompletedSteps)
+	}
+	ev, err := a.st.Evidence(ctx(t), r.GetRunId(), 0, -1)
+	if err != nil || len(ev) == 0 || !strings.Contains(string(ev[len(ev)-1]), "over the limit of 1048576 bytes") || strings.Contains(string(ev[len(ev)-1]), "xxxx") {
+		t.Errorf("the failed step's evidence does not say why (or holds the output): %v %s", err, ev)
+	}
+}
