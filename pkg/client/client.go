@@ -48,14 +48,21 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Cause }
 
+// MaxAnswerBytes is the largest answer a connection from NewConn takes.
+const MaxAnswerBytes = 64 << 20
+
 // NewConn returns a client connection to addr without connecting (it
 // connects on the first call). addr is one host:port, or several separated
 // by commas: calls are then spread over every replica that answers
 // (round-robin), and a replica that dies is left out until it is back. The
 // connection is plaintext: the stack's services talk on a private network
 // or loopback.
+//
+// Answers may be up to MaxAnswerBytes: a run's export carries its outputs
+// and its evidence (which repeats them), past gRPC's 4 MiB default.
 func NewConn(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxAnswerBytes))}, opts...)
 	target := addr
 	if addrs := splitAddrs(addr); len(addrs) > 1 && !isTarget(addr) {
 		// A resolver of our own rather than "ipv4:": replicas may be

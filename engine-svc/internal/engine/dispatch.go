@@ -634,6 +634,14 @@ func (t *txn) settleDispatched(c claimed, o outcome) {
 		t.markCapabilityBlock(s)
 		return
 	}
+	if a := o.last(); a.err == "" && a.resp != nil && a.resp.AbortMessage == nil {
+		if total, ok := t.outputsFit(c.step, dataOf(a.resp)); !ok {
+			// Recorded, it would break every later handler call (each
+			// carries the outputs) and the export: the step fails instead.
+			ce := runOutputsTooLarge(c.step, total)
+			a.err, a.code, a.retry, a.resp = ce.Message, ce.Code, false, nil
+		}
+	}
 	withAttempts := s.Retry != nil
 	for i := range o.attempts {
 		a := &o.attempts[i]

@@ -26,6 +26,11 @@ func (e *Engine) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepReques
 	var out *executed
 	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
 		t.caller = req.GetCaller()
+		if s := t.stepOf(command); s != nil && s.Execution == workflow.KindAgent {
+			if total, ok := t.outputsFit(command, in.params); !ok {
+				return runOutputsTooLarge(command, total)
+			}
+		}
 		out = t.execute(command, in)
 		return nil
 	})

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -18,7 +19,39 @@ const (
 	MaxValueBytes = 1 << 20
 	// MaxLabelBytes bounds a gate's choice and the name of who answered.
 	MaxLabelBytes = 4 << 10
+	// MaxRunOutputBytes bounds a run's recorded outputs together: each
+	// handler call carries them, and must stay under gRPC's 4 MiB.
+	MaxRunOutputBytes = 3 << 20
 )
+
+// outputsFit reports the size the run's recorded outputs would have with
+// v as step's output, and whether that is within MaxRunOutputBytes.
+func (t *txn) outputsFit(step string, v any) (int, bool) {
+	total := 0
+	if t.base != nil {
+		for k, raw := range t.base.Outputs {
+			if _, replaced := t.newOutputs[k]; replaced || k == step || k == attemptsField || strings.HasPrefix(k, traceField) {
+				continue
+			}
+			total += len(raw)
+		}
+	}
+	for k, nv := range t.newOutputs {
+		if k == step {
+			continue
+		}
+		b, _ := t.encodeJSON(nv) // kept: the commit encodes it again from the cache
+		total += len(b)
+	}
+	b, _ := t.encodeJSON(v)
+	total += len(b)
+	return total, total <= MaxRunOutputBytes
+}
+
+// runOutputsTooLarge is the refusal of an output that does not fit.
+func runOutputsTooLarge(step string, total int) *errcode.Error {
+	return errcode.Newf(errcode.ResourceTooLarge, "With the output of '%s' the run's outputs would be %d bytes, over the limit of %d bytes; it was not recorded.", step, total, MaxRunOutputBytes)
+}
 
 // WithinSize refuses m (what names it) when its encoding is past limit.
 func WithinSize(what string, m proto.Message, limit int) error {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -74,5 +75,58 @@ func TestEachValueIsBoundedAndNothingIsHalfWritten(t *testing.T) {
 	ev, err := a.st.Evidence(ctx(t), r.GetRunId(), 0, -1)
 	if err != nil || len(ev) == 0 || !strings.Contains(string(ev[len(ev)-1]), "over the limit of 1048576 bytes") || strings.Contains(string(ev[len(ev)-1]), "xxxx") {
 		t.Errorf("the failed step's evidence does not say why (or holds the output): %v %s", err, ev)
+	}
+}
+
+const manyOutputs = `id: many
+name: Many outputs
+version: 1
+steps:
+  a:
+    description: A chunk.
+    execution: auto
+    handler: chunk
+  b:
+    description: A chunk.
+    execution: auto
+    handler: chunk
+    depends_on: [a]
+  c:
+    description: A chunk.
+    execution: auto
+    handler: chunk
+    depends_on: [b]
+  d:
+    description: The chunk that does not fit.
+    execution: auto
+    handler: chunk
+    depends_on: [c]
+`
+
+// A run's outputs together are bounded (3 MiB): the output that would take
+// them past it is not recorded, and its step fails saying why, rather than
+// a later call breaking on gRPC's 4 MiB.
+func TestARunsOutputsAreBoundedTogether(t *testing.T) {
+	t.Parallel()
+	a := setup(t, "redis")
+	startRunner(t, a, map[string]handlerFunc{
+		"chunk": func(context.Context, *realmv1.ExecuteHandlerRequest) (*realmv1.ExecuteHandlerResponse, error) {
+			return &realmv1.ExecuteHandlerResponse{Data: value(t, map[string]any{"blob": strings.Repeat("z", 900<<10)})}, nil
+		},
+	})
+	a.register(t, []byte(manyOutputs))
+	r := start(t, a, "many", nil)
+	doc := loadDoc(t, a, r.GetRunId())
+	if r.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_FAILED || strings.Join(doc.CompletedSteps, ",") != "a,b,c" || !slices.Contains(doc.FailedSteps, "d") {
+		t.Fatalf("run %v, completed %v, failed %v; want a, b, c recorded and d failed", r.GetRunPhase(), doc.CompletedSteps, doc.FailedSteps)
+	}
+	ev, _ := a.st.Evidence(ctx(t), r.GetRunId(), 0, -1)
+	if last := string(ev[len(ev)-1]); !strings.Contains(last, "the run's outputs would be") || !strings.Contains(last, "over the limit of 3145728 bytes") {
+		t.Errorf("d's evidence: %s", last)
+	}
+	// The record still exports, through the connection every Realm client
+	// makes (the bundle repeats the outputs in the evidence: past 4 MiB).
+	if _, err := a.client.ExportRun(ctx(t), &realmv1.ExportRunRequest{RunId: r.GetRunId()}); err != nil {
+		t.Errorf("export: %v", err)
 	}
 }

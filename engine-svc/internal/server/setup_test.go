@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/realm-go/realm/engine-svc/internal/engine"
 	"github.com/realm-go/realm/engine-svc/internal/registry"
@@ -22,6 +21,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/engine-svc/internal/store/embedded"
 	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
+	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/metrics"
 )
@@ -152,7 +152,8 @@ func serve(t testing.TB, eng *engine.Engine, reg *registry.Registry, opts ...grp
 		t.Fatal(err)
 	}
 	go func() { _ = gs.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The connection every Realm client makes (pkg/client).
+	conn, err := client.NewConn(lis.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
