@@ -150,7 +150,7 @@ const (
 	ResourceFetchFailed Code = "RESOURCE_FETCH_FAILED"
 	// ResourceFormatInvalid: A workflow file is not valid YAML, or a stored workflow copy is not valid JSON.
 	ResourceFormatInvalid Code = "RESOURCE_FORMAT_INVALID"
-	// ResourceTooLarge: A value is over its size limit: run params, an agent step's answer or a handler's output past 1 MiB, a gate choice or responder past 4 KiB (docs/security.md). Nothing was recorded. (The original never raises it.)
+	// ResourceTooLarge: A value is over its size limit: run params, an agent step's answer or a handler's output past 1 MiB, a run's outputs together past 3 MiB, a gate choice or responder past 4 KiB (docs/security.md). Nothing was recorded. (The original never raises it.)
 	ResourceTooLarge Code = "RESOURCE_TOO_LARGE"
 )
 
@@ -1067,7 +1067,7 @@ var catalogue = map[Code]Info{
 		Retryable:   false,
 		Raised:      true,
 		GRPC:        codes.ResourceExhausted,
-		Meaning:     "A value is over its size limit: run params, an agent step's answer or a handler's output past 1 MiB, a gate choice or responder past 4 KiB (docs/security.md). Nothing was recorded. (The original never raises it.)",
+		Meaning:     "A value is over its size limit: run params, an agent step's answer or a handler's output past 1 MiB, a run's outputs together past 3 MiB, a gate choice or responder past 4 KiB (docs/security.md). Nothing was recorded. (The original never raises it.)",
 	},
 	ResourceNotAccessible: {
 		Code:        ResourceNotAccessible,
