@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/source"
 	"github.com/realm-go/realm/pkg/version"
@@ -315,7 +316,7 @@ func (a *app) workflowListCommand() *cobra.Command {
 
 func (a *app) listWorkflows(ctx context.Context, asJSON bool) error {
 	resp, err := call(a, ctx, func(ctx context.Context, e realmv1.EngineServiceClient) (*realmv1.ListWorkflowsResponse, error) {
-		return e.ListWorkflows(ctx, &realmv1.ListWorkflowsRequest{})
+		return client.ListAllWorkflows(ctx, e)
 	})
 	if err != nil {
 		return err

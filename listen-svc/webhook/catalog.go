@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/realm-go/realm/listen-svc/trigger"
+	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -157,7 +158,7 @@ func (e *Engine) Refresh(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.last = time.Now()
-	resp, err := e.client.ListWorkflows(ctx, &realmv1.ListWorkflowsRequest{})
+	resp, err := client.ListAllWorkflows(ctx, e.client)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/reply"
 )
@@ -57,7 +58,7 @@ var tools = []*tool{
 		name: "list_workflows",
 		desc: "List registered workflows (id, name, version) and any unreadable registry entries. Call first.",
 		call: func(ctx context.Context, s *Server, _ *args) (any, error) {
-			resp, err := s.engine.ListWorkflows(ctx, &realmv1.ListWorkflowsRequest{})
+			resp, err := client.ListAllWorkflows(ctx, s.engine)
 			if err != nil {
 				return listRefusal(err)
 			}

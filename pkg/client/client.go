@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -200,4 +201,34 @@ func Cause(err error) string {
 		msg = m[1]
 	}
 	return msg
+}
+
+// ListAllWorkflows reads every page of ListWorkflows and returns them as
+// one answer: the workflows and unreadable records of every page, in id
+// order, and each distinct warning once.
+func ListAllWorkflows(ctx context.Context, eng realmv1.EngineServiceClient) (*realmv1.ListWorkflowsResponse, error) {
+	var all *realmv1.ListWorkflowsResponse
+	req := &realmv1.ListWorkflowsRequest{Limit: 1000}
+	for {
+		page, err := eng.ListWorkflows(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if all == nil {
+			all = page
+		} else {
+			all.Workflows = append(all.Workflows, page.GetWorkflows()...)
+			all.Unreadable = append(all.Unreadable, page.GetUnreadable()...)
+			for _, w := range page.GetWarnings() {
+				if !slices.Contains(all.Warnings, w) {
+					all.Warnings = append(all.Warnings, w)
+				}
+			}
+		}
+		if page.GetNextPageToken() == "" || page.GetNextPageToken() == req.GetPageToken() {
+			all.NextPageToken = ""
+			return all, nil
+		}
+		req.PageToken = page.GetNextPageToken()
+	}
 }

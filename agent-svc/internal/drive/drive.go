@@ -300,7 +300,7 @@ func (d *driver) learn(ctx context.Context, workflowID string) (string, float64,
 	d.readStrict(resp.GetDefinition())
 	name, _ := p["name"].(string)
 	var version float64
-	if list, err := d.eng.ListWorkflows(ctx, &realmv1.ListWorkflowsRequest{}); err == nil {
+	if list, err := client.ListAllWorkflows(ctx, d.eng); err == nil {
 		for _, w := range list.GetWorkflows() {
 			if w.GetId() == workflowID {
 				name, version = w.GetName(), w.GetVersion()

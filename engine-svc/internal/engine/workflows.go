@@ -93,13 +93,26 @@ func (e *Engine) putDefinition(ctx context.Context, def *workflow.Definition) (*
 
 const listHint = "Call get_workflow_protocol with a workflow_id before calling start_run. If no workflow matches your task, use create_workflow to define and start your own plan."
 
-// ListWorkflows lists the registered workflows.
-func (e *Engine) ListWorkflows(ctx context.Context, _ *realmv1.ListWorkflowsRequest) (*realmv1.ListWorkflowsResponse, error) {
-	recs, err := e.st.ListWorkflows(ctx)
+// Pages of ListWorkflows: the default and the largest.
+const (
+	DefaultWorkflowPage = 100
+	MaxWorkflowPage     = 1000
+)
+
+// ListWorkflows lists the registered workflows, a page at a time (by id):
+// only the page's definitions are read.
+func (e *Engine) ListWorkflows(ctx context.Context, req *realmv1.ListWorkflowsRequest) (*realmv1.ListWorkflowsResponse, error) {
+	limit := int(req.GetLimit())
+	if limit <= 0 {
+		limit = DefaultWorkflowPage
+	}
+	limit = min(limit, MaxWorkflowPage)
+	recs, next, err := e.st.ListWorkflowsPage(ctx, req.GetPageToken(), limit)
 	if err != nil {
 		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to list workflows: "+err.Error())
 	}
-	resp := &realmv1.ListWorkflowsResponse{Status: "ok", Hint: listHint, Workflows: []*realmv1.WorkflowSummary{}, Unreadable: []*realmv1.UnreadableWorkflow{}, Warnings: []string{}}
+	resp := &realmv1.ListWorkflowsResponse{Status: "ok", Hint: listHint, Workflows: []*realmv1.WorkflowSummary{}, Unreadable: []*realmv1.UnreadableWorkflow{}, Warnings: []string{},
+		NextPageToken: next}
 	for _, rec := range recs {
 		var d workflow.Definition
 		if err := json.Unmarshal(rec.Definition, &d); err != nil {

@@ -2,11 +2,13 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/realm-go/realm/pkg/client"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
@@ -128,5 +130,50 @@ func TestARunsOutputsAreBoundedTogether(t *testing.T) {
 	// makes (the bundle repeats the outputs in the evidence: past 4 MiB).
 	if _, err := a.client.ExportRun(ctx(t), &realmv1.ExportRunRequest{RunId: r.GetRunId()}); err != nil {
 		t.Errorf("export: %v", err)
+	}
+}
+
+// ListWorkflows answers a page at a time (100 by default, at most 1000), in
+// id order; following next_page_token reaches every workflow exactly once,
+// and pkg/client's ListAllWorkflows does that for the front doors.
+func TestWorkflowsAreListedAPageAtATime(t *testing.T) {
+	t.Parallel()
+	a := setup(t, "miniredis")
+	var want []string
+	for i := range 7 {
+		id := fmt.Sprintf("w%02d", i)
+		want = append(want, id)
+		a.register(t, []byte(strings.ReplaceAll(bigOutput, "id: big", "id: "+id)))
+	}
+	var got []string
+	req := &realmv1.ListWorkflowsRequest{Limit: 3}
+	pages := 0
+	for {
+		resp, err := a.client.ListWorkflows(ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(resp.GetWorkflows()) > 3 {
+			t.Fatalf("a page of %d, limit 3", len(resp.GetWorkflows()))
+		}
+		for _, w := range resp.GetWorkflows() {
+			got = append(got, w.GetId())
+		}
+		if resp.GetNextPageToken() == "" {
+			break
+		}
+		req.PageToken = resp.GetNextPageToken()
+	}
+	if !slices.Equal(got, want) || pages != 3 {
+		t.Errorf("pages %d: %v, want %v in 3 pages", pages, got, want)
+	}
+	all, err := client.ListAllWorkflows(ctx(t), a.client)
+	if err != nil || len(all.GetWorkflows()) != 7 || all.GetNextPageToken() != "" {
+		t.Errorf("ListAllWorkflows: %d workflows, %v", len(all.GetWorkflows()), err)
+	}
+	first, _ := a.client.ListWorkflows(ctx(t), &realmv1.ListWorkflowsRequest{})
+	if len(first.GetWorkflows()) != 7 || first.GetNextPageToken() != "" {
+		t.Errorf("default page: %d workflows, next %q", len(first.GetWorkflows()), first.GetNextPageToken())
 	}
 }

@@ -203,6 +203,10 @@ type Store interface {
 	GetWorkflowVersion(ctx context.Context, id string, version int64) (*WorkflowRecord, error)
 	// ListWorkflows returns the latest version of every workflow, by id.
 	ListWorkflows(ctx context.Context) ([]*WorkflowRecord, error)
+	// ListWorkflowsPage is ListWorkflows a page at a time: the workflows
+	// after the id `after`, at most limit (0: all), and the next page's
+	// `after` ("" at the end).
+	ListWorkflowsPage(ctx context.Context, after string, limit int) ([]*WorkflowRecord, string, error)
 
 	// Ping checks the connection.
 	Ping(ctx context.Context) error

@@ -116,17 +116,43 @@ func workflowRecord(id string, n int64, vals []any) (*WorkflowRecord, error) {
 // three round trips whatever the number of workflows: the id set, every
 // "latest" (pipelined), every latest version (pipelined).
 func (r *Redis) ListWorkflows(ctx context.Context) ([]*WorkflowRecord, error) {
+	recs, _, err := r.ListWorkflowsPage(ctx, "", 0)
+	return recs, err
+}
+
+// ListWorkflowsPage returns the latest version of the workflows whose ids
+// come after `after`, by id, at most limit of them (0: all), and the id to
+// pass as `after` for the next page ("" when there is none). Only the
+// page's records are read.
+func (r *Redis) ListWorkflowsPage(ctx context.Context, after string, limit int) ([]*WorkflowRecord, string, error) {
 	if err := r.ensureMeta(ctx); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	ids, err := r.c.ZRange(ctx, r.wfSetKey(), 0, -1).Result()
 	if err != nil {
-		return nil, fmt.Errorf("store: list workflows: %w", err)
-	}
-	if len(ids) == 0 {
-		return []*WorkflowRecord{}, nil
+		return nil, "", fmt.Errorf("store: list workflows: %w", err)
 	}
 	slices.Sort(ids)
+	if after != "" {
+		i, _ := slices.BinarySearch(ids, after)
+		for i < len(ids) && ids[i] <= after {
+			i++
+		}
+		ids = ids[i:]
+	}
+	next := ""
+	if limit > 0 && len(ids) > limit {
+		ids, next = ids[:limit], ids[limit-1]
+	}
+	if len(ids) == 0 {
+		return []*WorkflowRecord{}, "", nil
+	}
+	recs, err := r.latestRecords(ctx, ids)
+	return recs, next, err
+}
+
+// latestRecords reads the latest version of each workflow in ids (sorted).
+func (r *Redis) latestRecords(ctx context.Context, ids []string) ([]*WorkflowRecord, error) {
 	latest := make([]*redis.StringCmd, len(ids))
 	if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {

@@ -585,7 +585,11 @@ func (x *RegisterWorkflowResponse) GetStoredVersion() int64 {
 }
 
 type ListWorkflowsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// limit is the page size: 0 is 100, at most 1000.
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// page_token is a previous answer's next_page_token.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -618,6 +622,20 @@ func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsRequest) Descriptor() ([]byte, []int) {
 	return file_realm_v1_engine_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListWorkflowsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListWorkflowsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
 }
 
 type WorkflowSummary struct {
@@ -767,12 +785,14 @@ func (x *UnreadableWorkflow) GetReason() string {
 }
 
 type ListWorkflowsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
-	Workflows     []*WorkflowSummary     `protobuf:"bytes,2,rep,name=workflows,proto3" json:"workflows,omitempty"`
-	Unreadable    []*UnreadableWorkflow  `protobuf:"bytes,3,rep,name=unreadable,proto3" json:"unreadable,omitempty"`
-	Warnings      []string               `protobuf:"bytes,4,rep,name=warnings,proto3" json:"warnings,omitempty"`
-	Hint          string                 `protobuf:"bytes,5,opt,name=hint,proto3" json:"hint,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Status     string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Workflows  []*WorkflowSummary     `protobuf:"bytes,2,rep,name=workflows,proto3" json:"workflows,omitempty"`
+	Unreadable []*UnreadableWorkflow  `protobuf:"bytes,3,rep,name=unreadable,proto3" json:"unreadable,omitempty"`
+	Warnings   []string               `protobuf:"bytes,4,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Hint       string                 `protobuf:"bytes,5,opt,name=hint,proto3" json:"hint,omitempty"`
+	// next_page_token asks for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,6,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -838,6 +858,13 @@ func (x *ListWorkflowsResponse) GetWarnings() []string {
 func (x *ListWorkflowsResponse) GetHint() string {
 	if x != nil {
 		return x.Hint
+	}
+	return ""
+}
+
+func (x *ListWorkflowsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
 	}
 	return ""
 }
@@ -5174,8 +5201,11 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"registered\x18\x02 \x01(\bR\n" +
 	"registered\x12%\n" +
-	"\x0estored_version\x18\x03 \x01(\x03R\rstoredVersion\"\x16\n" +
-	"\x14ListWorkflowsRequest\"\x84\x02\n" +
+	"\x0estored_version\x18\x03 \x01(\x03R\rstoredVersion\"K\n" +
+	"\x14ListWorkflowsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x84\x02\n" +
 	"\x0fWorkflowSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -5187,7 +5217,7 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\atrigger\x18\a \x01(\v2\x17.google.protobuf.StructR\atrigger\"<\n" +
 	"\x12UnreadableWorkflow\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xd6\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xfe\x01\n" +
 	"\x15ListWorkflowsResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x127\n" +
 	"\tworkflows\x18\x02 \x03(\v2\x19.realm.v1.WorkflowSummaryR\tworkflows\x12<\n" +
@@ -5195,7 +5225,8 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"unreadable\x18\x03 \x03(\v2\x1c.realm.v1.UnreadableWorkflowR\n" +
 	"unreadable\x12\x1a\n" +
 	"\bwarnings\x18\x04 \x03(\tR\bwarnings\x12\x12\n" +
-	"\x04hint\x18\x05 \x01(\tR\x04hint\"=\n" +
+	"\x04hint\x18\x05 \x01(\tR\x04hint\x12&\n" +
+	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\"=\n" +
 	"\x1aGetWorkflowProtocolRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\"r\n" +
