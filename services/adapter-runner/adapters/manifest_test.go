@@ -34,6 +34,7 @@ adapters:
     use: http
     config:
       base_url: `+svc.srv.URL+`/v2
+      allow_hosts: [`+svc.srv.Listener.Addr().String()+`]
       headers: { X-Cost: "$$5" }
       auth: { type: bearer, token: '${secret:LEDGER_TOKEN}' }
   disk:
