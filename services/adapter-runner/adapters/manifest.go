@@ -26,11 +26,16 @@ import (
 // default .env next to the manifest). The other sections are left to their
 // readers.
 func LoadManifest(path string, opts Options, fsRoot string) (map[string]runner.Adapter, error) {
-	opts = opts.withDefaults()
 	f, err := manifest.Load(path)
 	if err != nil {
 		return nil, err
 	}
+	return buildManifest(f, opts, fsRoot)
+}
+
+// buildManifest builds the adapters of a parsed manifest.
+func buildManifest(f *manifest.File, opts Options, fsRoot string) (map[string]runner.Adapter, error) {
+	opts = opts.withDefaults()
 	entries, err := f.Adapters()
 	if err != nil {
 		return nil, err
