@@ -166,11 +166,11 @@ func guardedTransport(allowed hostList) *http.Transport {
 // checkRedirect follows redirects on the same scheme and host only (a
 // credential never leaves for another host), at most 5; a redirect to an
 // address literal that is refused is named as such before that rule.
-func (allowed hostList) checkRedirect(req *http.Request, via []*http.Request) error {
+func (l hostList) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 5 {
 		return errors.New("stopped after 5 redirects")
 	}
-	if addr, err := netip.ParseAddr(req.URL.Hostname()); err == nil && !allowed.has(hostPort(req.URL)) {
+	if addr, err := netip.ParseAddr(req.URL.Hostname()); err == nil && !l.has(hostPort(req.URL)) {
 		if kind := refusedKind(addr); kind != "" {
 			return &refusedAddress{host: req.URL.Hostname(), addr: addr.Unmap(), reason: kind}
 		}
