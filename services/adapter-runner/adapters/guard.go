@@ -106,9 +106,14 @@ func (e *refusedAddress) Error() string {
 	return fmt.Sprintf("%s resolves to %s, a %s address", e.host, e.addr, e.reason)
 }
 
-// shared is 100.64.0.0/10 (carrier-grade NAT), where some clouds keep
-// their metadata service.
-var shared = netip.MustParsePrefix("100.64.0.0/10")
+var (
+	// shared is 100.64.0.0/10 (carrier-grade NAT), where some clouds keep
+	// their metadata service.
+	shared = netip.MustParsePrefix("100.64.0.0/10")
+	// nat64 is the well-known NAT64 prefix: its last 32 bits are an IPv4
+	// address the gateway reaches on the dialler's behalf.
+	nat64 = netip.MustParsePrefix("64:ff9b::/96")
+)
 
 // refusedKind names why addr may not be reached without an allowance, or
 // "" when it may: loopback, link-local (the cloud metadata service at
@@ -116,6 +121,10 @@ var shared = netip.MustParsePrefix("100.64.0.0/10")
 // addresses are inside the deployment, not services on the internet.
 func refusedKind(addr netip.Addr) string {
 	addr = addr.Unmap()
+	if nat64.Contains(addr) {
+		b := addr.As16()
+		addr = netip.AddrFrom4([4]byte(b[12:]))
+	}
 	switch {
 	case addr.IsLoopback():
 		return "loopback"

@@ -64,6 +64,7 @@ func TestTheHTTPAdapterRefusesAddressesInsideTheDeployment(t *testing.T) {
 		{"172.16/12", "http://172.16.5.4:9", nil, errcode.EngineAdapterFailed, "private-network"},
 		{"192.168/16", "http://192.168.1.1:9", nil, errcode.EngineAdapterFailed, "private-network"},
 		{"fc00::/7", "http://[fd00::1]:9", nil, errcode.EngineAdapterFailed, "private-network"},
+		{"metadata through NAT64", "http://[64:ff9b::a9fe:a9fe]", nil, errcode.EngineAdapterFailed, "link-local"},
 		{"carrier-grade NAT", "http://100.100.100.200", nil, errcode.EngineAdapterFailed, "shared"},
 		{"unspecified", "http://0.0.0.0:9", nil, errcode.EngineAdapterFailed, "unspecified"},
 		{"an allowance for another port", svc.srv.URL, []string{"127.0.0.1:1"}, errcode.EngineAdapterFailed, "loopback"},
@@ -170,12 +171,14 @@ func TestAWorkflowsSecretGoesOnlyToTheHostsItIsBoundTo(t *testing.T) {
 	}
 }
 
-func TestAManifestEntryWithAnUnknownKeyIsRefused(t *testing.T) {
+func TestAManifestEntryThatCouldLeakOrWidenIsRefused(t *testing.T) {
 	t.Parallel()
 	for _, cfg := range []map[string]any{
 		{"base_url": "https://x.example", "allow_private_network": true},
 		{"base_url": "https://x.example", "allow_hosts": "10.0.0.1"},
 		{"base_url": "https://x.example", "allow_hosts": []any{"http://10.0.0.1/"}},
+		// A credential without its own base_url would go wherever a step says.
+		{"auth": map[string]any{"token": "from-the-manifest"}},
 	} {
 		if _, err := adapters.NewHTTP("ledger", cfg, adapters.Options{}); err == nil {
 			t.Errorf("NewHTTP(%v) = nil error, want a refusal", cfg)

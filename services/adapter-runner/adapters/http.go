@@ -116,6 +116,11 @@ func NewHTTP(name string, construction map[string]any, opts Options) (*HTTP, err
 		if _, err := readAuth(construction["auth"], true); err != nil {
 			return nil, fmt.Errorf("adapter '%s': %w", name, err)
 		}
+		// Without its own base_url the entry would send its credential to
+		// whatever base_url a workflow's step names.
+		if str(construction["base_url"]) == "" {
+			return nil, fmt.Errorf("adapter '%s': config.auth needs config.base_url next to it: the credential goes only to the entry's own base URL", name)
+		}
 	}
 	allowed := hostList(slices.Clone(opts.AllowHosts))
 	if v, has := construction["allow_hosts"]; has {
