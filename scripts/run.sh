@@ -107,10 +107,12 @@ fi
 # until the engine accepts it, and deregisters when stopped.
 start example-runner --engine-addr "$ENGINE_ADDR" --metrics-addr "$EXAMPLE_RUNNER_METRICS_ADDR"
 
-# The built-in service adapters (http, filesystem below the repository) for
-# uses_service steps; a workflow's auth.token_env may name only
-# REALM_SECRET_* variables.
-start adapter-runner --engine-addr "$ENGINE_ADDR" --metrics-addr "$ADAPTER_RUNNER_METRICS_ADDR"
+# The built-in service adapters (http, filesystem below the repository, named
+# explicitly: it has no default root) for uses_service steps; a workflow's
+# auth.token_env may name only REALM_SECRET_* variables, each sent only to the
+# hosts a --secret-host binds it to, and the http adapter reaches no loopback
+# or private address unless an --allow-host allows it (docs/adapters.md).
+start adapter-runner --engine-addr "$ENGINE_ADDR" --metrics-addr "$ADAPTER_RUNNER_METRICS_ADDR" --filesystem-root "$PWD"
 
 # The handlers of examples/go-runner/workflow.yaml (shipping), from the
 # example runner module built above.

@@ -133,10 +133,12 @@ type httpConfig struct {
 // from. token is set only from construction config (a deployment manifest,
 // secrets resolved); a call's config names an environment variable.
 type authConfig struct {
-	kind       string // bearer, basic, header
-	token      string
-	tokenEnv   string
-	headerName string
+	kind  string // bearer, basic, header
+	token string
+	// fromConstruction: the manifest entry's auth, not the call's.
+	fromConstruction bool
+	tokenEnv         string
+	headerName       string
 }
 
 var envName = regexp.MustCompile(`^[A-Z0-9_]+$`)
@@ -209,7 +211,7 @@ func readAuth(v any, construction bool) (*authConfig, error) {
 			return nil, invalid("config.auth: unknown key '%s' (known: type, token_env, header_name)", k)
 		}
 	}
-	a := &authConfig{kind: cmp.Or(str(m["type"]), "bearer"), tokenEnv: str(m["token_env"]), headerName: cmp.Or(str(m["header_name"]), "X-Auth-Token")}
+	a := &authConfig{kind: cmp.Or(str(m["type"]), "bearer"), tokenEnv: str(m["token_env"]), headerName: cmp.Or(str(m["header_name"]), "X-Auth-Token"), fromConstruction: construction}
 	switch a.kind {
 	case "bearer", "basic", "header":
 	default:

@@ -37,6 +37,16 @@ func TestFilesystemReadsFilesBelowItsRoot(t *testing.T) {
 	if err := os.Symlink(secret, filepath.Join(root, "link.txt")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink(outside, filepath.Join(root, "dirlink")); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(root, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(rel, filepath.Join(root, "rel-link.txt")); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Mkdir(filepath.Join(root, "dir"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +69,8 @@ func TestFilesystemReadsFilesBelowItsRoot(t *testing.T) {
 		{"a directory", "fetch", "read", map[string]any{"path": filepath.Join(realRoot, "dir")}, "", errcode.ResourceFetchFailed},
 		{"a file outside the root", "fetch", "read", map[string]any{"path": secret}, "", errcode.ResourceFetchFailed},
 		{"a symlink out of the root", "fetch", "read", map[string]any{"path": filepath.Join(realRoot, "link.txt")}, "", errcode.ResourceFetchFailed},
+		{"a symlinked folder out of the root", "fetch", "read", map[string]any{"path": filepath.Join(realRoot, "dirlink", "secret.txt")}, "", errcode.ResourceFetchFailed},
+		{"a relative symlink climbing out with '..'", "fetch", "read", map[string]any{"path": filepath.Join(realRoot, "rel-link.txt")}, "", errcode.ResourceFetchFailed},
 		{"'..' out of the root", "fetch", "read", map[string]any{"path": filepath.Join(realRoot, "..", filepath.Base(outside), "secret.txt")}, "", errcode.ResourceFetchFailed},
 		{"another operation", "fetch", "write", map[string]any{"path": claim}, "", errcode.AdapterOpUnsupported},
 		{"another method", "create", "read", map[string]any{"path": claim}, "", errcode.AdapterOpUnsupported},

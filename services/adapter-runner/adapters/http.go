@@ -39,10 +39,17 @@ const (
 
 // Options are what the adapters of one runner share.
 type Options struct {
-	// Client sends the requests (default: no timeout of its own, the
-	// step's deadline bounds each call; redirects followed on the same host
-	// only, so a credential never leaves for another host).
-	Client *http.Client
+	// AllowHosts are the hosts ("name" or "name:port") every http adapter
+	// of the runner may reach although they resolve to a loopback,
+	// link-local, private, shared, unspecified or multicast address, which
+	// are refused otherwise (the runner's -allow-host). A manifest entry
+	// adds its own with config.allow_hosts.
+	AllowHosts []string
+	// SecretHosts binds each environment variable a workflow's
+	// auth.token_env may name to the hosts its credential may be sent to
+	// (the runner's -secret-host NAME=host,...): a call to another host,
+	// or naming a variable bound to none, is refused before any request.
+	SecretHosts map[string][]string
 	// Limiters are the per-service buckets, shared by every adapter of the
 	// process (default: new ones on the system clock).
 	Limiters *ratelimit.Limiters
@@ -56,11 +63,6 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Client == nil {
-		// Each request continues the step's trace (a no-op until
-		// tracing.Setup configures an exporter).
-		o.Client = &http.Client{CheckRedirect: sameHostRedirects, Transport: tracing.Transport(http.DefaultTransport)}
-	}
 	if o.Limiters == nil {
 		o.Limiters = ratelimit.New(nil)
 	}
@@ -79,16 +81,6 @@ func (o Options) withDefaults() Options {
 // errCrossHostRedirect is CheckRedirect's refusal.
 var errCrossHostRedirect = errors.New("redirected to another host")
 
-func sameHostRedirects(req *http.Request, via []*http.Request) error {
-	if len(via) >= 5 {
-		return errors.New("stopped after 5 redirects")
-	}
-	if req.URL.Host != via[0].URL.Host || req.URL.Scheme != via[0].URL.Scheme {
-		return fmt.Errorf("%w (%s)", errCrossHostRedirect, req.URL.Host)
-	}
-	return nil
-}
-
 // HTTP is the catalog's `http` adapter (GenericHttpAdapter, spec §13.3):
 // fetch → GET {base_url}/{operation}?{params as query}; create → POST and
 // update → PATCH {base_url}/{operation} with params as the JSON body;
@@ -99,7 +91,14 @@ type HTTP struct {
 	name         string
 	construction map[string]any
 	opts         Options
+	// client sends the requests: no timeout of its own (the step's
+	// deadline bounds each call), every connection checked by the guard,
+	// redirects followed on the same host only.
+	client *http.Client
 }
+
+// constructionKeys are the keys a manifest entry's config may have.
+var constructionKeys = []string{"allow_hosts", "auth", "base_url", "headers"}
 
 // NewHTTP returns the http adapter registered as name. construction is its
 // deployment config (a manifest entry's, secrets resolved; nil for the
@@ -108,12 +107,33 @@ func NewHTTP(name string, construction map[string]any, opts Options) (*HTTP, err
 	if construction == nil {
 		construction = map[string]any{}
 	}
+	for _, k := range sortedKeys(construction) {
+		if !slices.Contains(constructionKeys, k) {
+			return nil, fmt.Errorf("adapter '%s': config: unknown key '%s' (known: %s)", name, k, strings.Join(constructionKeys, ", "))
+		}
+	}
 	if construction["auth"] != nil {
 		if _, err := readAuth(construction["auth"], true); err != nil {
 			return nil, fmt.Errorf("adapter '%s': %w", name, err)
 		}
+		// Without its own base_url the entry would send its credential to
+		// whatever base_url a workflow's step names.
+		if str(construction["base_url"]) == "" {
+			return nil, fmt.Errorf("adapter '%s': config.auth needs config.base_url next to it: the credential goes only to the entry's own base URL", name)
+		}
 	}
-	return &HTTP{name: name, construction: construction, opts: opts.withDefaults()}, nil
+	allowed := hostList(slices.Clone(opts.AllowHosts))
+	if v, has := construction["allow_hosts"]; has {
+		own, err := readHostList("config.allow_hosts", v)
+		if err != nil {
+			return nil, fmt.Errorf("adapter '%s': %w", name, err)
+		}
+		allowed = append(allowed, own...)
+	}
+	// Each request continues the step's trace (a no-op until tracing.Setup
+	// configures an exporter).
+	client := &http.Client{CheckRedirect: allowed.checkRedirect, Transport: tracing.Transport(guardedTransport(allowed))}
+	return &HTTP{name: name, construction: construction, opts: opts.withDefaults(), client: client}, nil
 }
 
 var httpMethods = map[string]string{
@@ -148,7 +168,7 @@ func (a *HTTP) Call(ctx context.Context, call runner.AdapterCall) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	token, err := a.token(cfg.auth)
+	token, err := a.token(cfg.auth, target)
 	if err != nil {
 		return nil, err
 	}
@@ -288,8 +308,10 @@ func queryValue(v any) (string, error) {
 }
 
 // token reads the credential: the construction's own, or the environment
-// variable the config names.
-func (a *HTTP) token(auth *authConfig) (string, error) {
+// variable the config names, which goes only to the hosts the runner binds
+// it to (Options.SecretHosts): a workflow names both the variable and the
+// base_url, so without the binding it could send any credential anywhere.
+func (a *HTTP) token(auth *authConfig, target *url.URL) (string, error) {
 	if auth == nil {
 		return "", nil
 	}
@@ -303,6 +325,21 @@ func (a *HTTP) token(auth *authConfig) (string, error) {
 	if !ok || v == "" {
 		return "", fail(errcode.EngineAdapterFailed, map[string]any{"token_env": auth.tokenEnv},
 			"Adapter '%s': the environment variable '%s' named by config.auth.token_env is not set in the adapter runner", a.name, auth.tokenEnv)
+	}
+	if auth.fromConstruction {
+		// The manifest's base_url wins over the call's: the credential
+		// goes to the host the deployment named.
+		return v, nil
+	}
+	bound := hostList(a.opts.SecretHosts[auth.tokenEnv])
+	if !bound.has(hostPort(target)) {
+		to := "is bound to no host"
+		if len(bound) > 0 {
+			to = "may be sent only to " + strings.Join(bound, ", ")
+		}
+		return "", fail(errcode.AdapterValidationFailed, map[string]any{"token_env": auth.tokenEnv, "host": target.Host},
+			"Adapter '%s': the credential in '%s' %s, not to '%s'; the adapter runner binds a variable to its hosts with -secret-host %s=<host>[,<host>…]",
+			a.name, auth.tokenEnv, to, target.Host, auth.tokenEnv)
 	}
 	return v, nil
 }
@@ -348,7 +385,7 @@ func (a *HTTP) send(ctx context.Context, verb string, u *url.URL, body []byte, c
 			req.Header.Set(cfg.auth.headerName, token)
 		}
 	}
-	resp, err := a.opts.Client.Do(req)
+	resp, err := a.client.Do(req)
 	if err != nil {
 		return answer{}, a.transportError(ctx, verb, u, err)
 	}
@@ -376,6 +413,13 @@ func (a *HTTP) transportError(ctx context.Context, verb string, u *url.URL, err 
 		cause = uerr.Err // url.Error repeats the URL, query included
 	}
 	details := map[string]any{"method": verb, "url": redact(u)}
+	var refused *refusedAddress
+	if errors.As(err, &refused) {
+		details["address"] = refused.addr.String()
+		return fail(errcode.EngineAdapterFailed, details,
+			"%s %s was refused: %v. The http adapter reaches only public addresses unless the deployment allows the host (manifest config.allow_hosts, or the runner's -allow-host)",
+			verb, redact(u), refused)
+	}
 	if errors.Is(err, errCrossHostRedirect) {
 		return fail(errcode.ServiceUnexpectedRedirect, details, "%s %s was %v; the adapter follows redirects on the same host only", verb, redact(u), cause)
 	}

@@ -499,7 +499,7 @@ func TestTheStepsDeadlineCutsTheRequestOff(t *testing.T) {
 	}
 
 	// The adapter itself reports STEP_ABORTED, not a network error.
-	h, err := adapters.NewHTTP("http", nil, adapters.Options{})
+	h, err := adapters.NewHTTP("http", nil, loopbackAllowed())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +519,7 @@ func TestAManifestAdaptersCredentialsStayWithItsHost(t *testing.T) {
 	h, err := adapters.NewHTTP("ledger", map[string]any{
 		"base_url": svc.srv.URL,
 		"auth":     map[string]any{"type": "bearer", "token": "from-the-manifest"},
-	}, adapters.Options{})
+	}, loopbackAllowed())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,19 +18,27 @@ import (
 //	    use: http
 //	    config:
 //	      base_url: https://ledger.internal.example/api
+//	      allow_hosts: [ledger.internal.example]
 //	      auth: { type: bearer, token: '${secret:LEDGER_TOKEN}' }
 //
 // The manifest is read by package manifest; `use` is a catalog name this
 // runner has (http, filesystem); secret references are resolved from the
 // manifest's sources (env: opts.LookupEnv; dotenv: a NAME=value file,
-// default .env next to the manifest). The other sections are left to their
-// readers.
+// default .env next to the manifest). An http entry's config has base_url,
+// headers, auth (which needs base_url) and allow_hosts: the hosts inside the
+// network this entry, and only it, may reach (docs/adapters.md); any other
+// key is refused. The other sections are left to their readers.
 func LoadManifest(path string, opts Options, fsRoot string) (map[string]runner.Adapter, error) {
-	opts = opts.withDefaults()
 	f, err := manifest.Load(path)
 	if err != nil {
 		return nil, err
 	}
+	return buildManifest(f, opts, fsRoot)
+}
+
+// buildManifest builds the adapters of a parsed manifest.
+func buildManifest(f *manifest.File, opts Options, fsRoot string) (map[string]runner.Adapter, error) {
+	opts = opts.withDefaults()
 	entries, err := f.Adapters()
 	if err != nil {
 		return nil, err

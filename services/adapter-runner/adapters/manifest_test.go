@@ -34,6 +34,7 @@ adapters:
     use: http
     config:
       base_url: `+svc.srv.URL+`/v2
+      allow_hosts: [`+svc.srv.Listener.Addr().String()+`]
       headers: { X-Cost: "$$5" }
       auth: { type: bearer, token: '${secret:LEDGER_TOKEN}' }
   disk:
@@ -86,6 +87,12 @@ func TestABadManifestIsRefusedWithItsReason(t *testing.T) {
 		{"an unknown catalog name", "version: 1\nadapters:\n  x: { use: ftp }\n", "unknown catalog adapter 'ftp'"},
 		{"filesystem with config", "version: 1\nadapters:\n  d: { use: filesystem, config: { root: / } }\n", "catalog adapter 'filesystem' takes no config"},
 		{"no use", "version: 1\nadapters:\n  d: { config: {} }\n", "adapters.d needs 'use:'"},
+		{"an http config key it does not know", "version: 1\nadapters:\n  l: { use: http, config: { base_url: 'https://x', allow_private_network: true } }\n",
+			"constructing adapters.l (use: http) failed: adapter 'l': config: unknown key 'allow_private_network' (known: allow_hosts, auth, base_url, headers)"},
+		{"allow_hosts that are not hosts", "version: 1\nadapters:\n  l: { use: http, config: { base_url: 'https://x', allow_hosts: ['http://10.0.0.1/'] } }\n",
+			"config.allow_hosts[0] must be a host or host:port"},
+		{"a credential without its base_url", "version: 1\nadapters:\n  l: { use: http, config: { auth: { token: t } } }\n",
+			"config.auth needs config.base_url next to it"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -129,12 +129,24 @@ func env(vars map[string]string) func(string) (string, bool) {
 	}
 }
 
+// loopbackAllowed are Options that let the http adapter reach the test's
+// services, which listen on loopback (refused by default).
+func loopbackAllowed() adapters.Options {
+	return adapters.Options{AllowHosts: []string{"127.0.0.1"}}
+}
+
 // httpRunner serves the catalog's http adapter with a fake clock and
-// environment, and returns the client and the clock.
+// environment, and returns the client and the clock. It may reach the
+// test's services on loopback, and sends each of vars to them.
 func httpRunner(t *testing.T, vars map[string]string) (*served, *fakeClock) {
 	t.Helper()
 	clock := newFakeClock()
-	adps, err := adapters.Catalog(adapters.Options{Limiters: ratelimit.New(clock), LookupEnv: env(vars)}, "")
+	opts := loopbackAllowed()
+	opts.Limiters, opts.LookupEnv, opts.SecretHosts = ratelimit.New(clock), env(vars), map[string][]string{}
+	for k := range vars {
+		opts.SecretHosts[k] = []string{"127.0.0.1"}
+	}
+	adps, err := adapters.Catalog(opts, "")
 	if err != nil {
 		t.Fatal(err)
 	}

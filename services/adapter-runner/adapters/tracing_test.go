@@ -31,7 +31,7 @@ func TestTheServiceRequestContinuesTheStepsTrace(t *testing.T) {
 	})
 
 	svc := newService(t, reply{status: 200, body: `{}`})
-	h, err := adapters.NewHTTP("http", nil, adapters.Options{})
+	h, err := adapters.NewHTTP("http", nil, loopbackAllowed())
 	if err != nil {
 		t.Fatal(err)
 	}
