@@ -55,19 +55,7 @@ trigger:
   dedup: { id_from: body.id, ttl_minutes: 10 }
   params_map: { ticket: body.ticket }
 steps:
-  draft:
-    description: Draft the reply.
-    execution: agent
-    prompt: "Draft a reply to ticket {{ run.params.ticket }}."
-    trust: human_confirmed
-    gate:
-      choices: [send, discard]
-    input_schema:
-      type: object
-      required: [reply]
-      properties:
-        reply: { type: string }
-  fast:
+` + draftStep + `  fast:
     description: A quick effect.
     execution: auto
     handler: chaos_fast
@@ -198,21 +186,7 @@ func TestChaos(t *testing.T) {
 	listen := &service{kind: "listen-svc", name: "listen-svc", addr: listenAddr, bin: listenBin, env: os.Environ(),
 		args: []string{"--addr", listenAddr, "--engine-addr", engineAddrs, "--agent-addr", agents[0].addr, "--redis-url", url,
 			"--provider", "openai", "--model", "gpt-test", "--refresh", "200ms"},
-		ready: func(p *proc) error {
-			return poll("listen-svc to answer", 15*time.Second, func() bool {
-				select {
-				case <-p.done:
-					return true
-				default:
-				}
-				resp, err := http.Get("http://" + listenAddr + "/healthz")
-				if err != nil {
-					return false
-				}
-				resp.Body.Close()
-				return resp.StatusCode == http.StatusOK
-			})
-		}}
+		ready: func(p *proc) error { return answersHealth(p, listenAddr) }}
 
 	for _, s := range engines {
 		if err := s.start(t); err != nil {

@@ -21,11 +21,9 @@ import (
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
-const supportWorkflow = `id: support
-name: Support reply
-version: 1
-steps:
-  draft:
+// draftStep is an agent step that drafts a reply to run.params.ticket,
+// which a person confirms at its gate (send or discard).
+const draftStep = `  draft:
     description: Draft the reply.
     execution: agent
     prompt: "Draft a reply to ticket {{ run.params.ticket }}."
@@ -37,7 +35,13 @@ steps:
       required: [reply]
       properties:
         reply: { type: string }
-  send:
+`
+
+const supportWorkflow = `id: support
+name: Support reply
+version: 1
+steps:
+` + draftStep + `  send:
     description: Send the reply.
     execution: auto
     depends_on: [draft]

@@ -231,7 +231,16 @@ func startMCP(t *testing.T, bins binaries, engines string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = poll("mcp-svc to answer on "+addr, 15*time.Second, func() bool {
+	if err := answersHealth(p, addr); err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + addr + "/mcp"
+}
+
+// answersHealth waits until the HTTP service p answers GET /healthz on
+// addr with 200.
+func answersHealth(p *proc, addr string) error {
+	err := poll(p.name+" to answer on "+addr, 15*time.Second, func() bool {
 		select {
 		case <-p.done:
 			return true
@@ -246,13 +255,10 @@ func startMCP(t *testing.T, bins binaries, engines string) string {
 	})
 	select {
 	case <-p.done:
-		t.Fatalf("mcp-svc exited: %s", p.out.String())
+		return fmt.Errorf("%s exited: %s", p.name, p.out.String())
 	default:
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "http://" + addr + "/mcp"
+	return err
 }
 
 // poll calls ok until it holds, or fails after limit.
