@@ -10,6 +10,7 @@ require (
 	github.com/realm-go/realm/engine-svc v0.0.0
 	github.com/realm-go/realm/pkg v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
+	golang.org/x/time v0.15.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.13-0.20261016172727-e9ee2a76ab8e
 )

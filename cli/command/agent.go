@@ -59,7 +59,7 @@ func (a *app) agentCommand() *cobra.Command {
 	fl.StringVar(&f.runID, "run-id", "", "continue this run")
 	fl.StringVar(&f.provider, "provider", "", "openai or anthropic (default: from the keys agent-svc holds)")
 	fl.StringVar(&f.model, "model", "", "model name as the provider knows it (required)")
-	fl.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible service address (OpenAI only)")
+	fl.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible service address (OpenAI only; agent-svc must allow it: its --allow-base-url)")
 	fl.BoolVar(&f.strictBaseURL, "strict-base-url", false, "the --base-url service enforces strict structured output")
 	fl.IntVar(&f.schemaRetries, "schema-retries", 2, "extra asks after the answer fails the step's schema")
 	fl.IntVar(&f.llmTimeout, "llm-timeout", 0, "seconds one model request attempt may take (default 600)")

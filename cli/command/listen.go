@@ -171,7 +171,7 @@ func (a *app) listen(ctx context.Context, f *listenFlags, args []string) error {
 		}
 		return refuse("Error: failed to load workflow '%s': %v", file, err)
 	}
-	table, problems := webhook.Build(decls, a.env.Getenv)
+	table, problems := webhook.Build(decls, a.env.Getenv, webhook.IsLoopback(f.host))
 	if len(problems) > 0 {
 		return refuse("Error: %v", problems[0])
 	}

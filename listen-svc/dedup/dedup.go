@@ -66,6 +66,14 @@ type Store interface {
 	// complete: the record says Received, for ttl. A record not claimed
 	// by token is left as it is.
 	Release(ctx context.Context, workflowID, id, token string, ttl time.Duration) error
+	// Remember records a verified request's replay key for window and
+	// reports whether it was new; a key already remembered is a replay.
+	// Kept apart from the delivery records: one is what a signature
+	// proves, the other what an event's own id says.
+	Remember(ctx context.Context, workflowID, key string, window time.Duration) (bool, error)
+	// Forget drops a replay key, so the sender's retry of a request
+	// answered with a server error is not taken for a replay.
+	Forget(ctx context.Context, workflowID, key string) error
 }
 
 // key names an id without storing it: ids come from senders and may be
@@ -139,6 +147,30 @@ func (m *Memory) Release(_ context.Context, workflowID, id, token string, ttl ti
 	}
 	return nil
 }
+
+// Remember implements Store.
+func (m *Memory) Remember(_ context.Context, workflowID, key string, window time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	k := replayKey(workflowID, key)
+	if r, ok := m.recs[k]; ok && now.Before(r.until) {
+		return false, nil
+	}
+	m.put(k, memRecord{state: HandedOff, until: now.Add(window)}, now)
+	return true, nil
+}
+
+// Forget implements Store.
+func (m *Memory) Forget(_ context.Context, workflowID, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.recs, replayKey(workflowID, key))
+	return nil
+}
+
+// replayKey names a replay key apart from every delivery record.
+func replayKey(workflowID, k string) string { return "replay:" + key(workflowID, k) }
 
 func (m *Memory) put(k string, r memRecord, now time.Time) {
 	m.recs[k] = r
@@ -236,6 +268,16 @@ func (r *Redis) Claim(ctx context.Context, workflowID, id, token string, lease, 
 // HandedOff implements Store.
 func (r *Redis) HandedOff(ctx context.Context, workflowID, id string, ttl time.Duration) error {
 	return r.rc.Set(ctx, r.key(workflowID, id), "handed_off", ttl).Err()
+}
+
+// Remember implements Store: one SET NX with the window as its TTL.
+func (r *Redis) Remember(ctx context.Context, workflowID, key string, window time.Duration) (bool, error) {
+	return r.rc.SetNX(ctx, r.prefix+":"+replayKey(workflowID, key), "1", window).Result()
+}
+
+// Forget implements Store.
+func (r *Redis) Forget(ctx context.Context, workflowID, key string) error {
+	return r.rc.Del(ctx, r.prefix+":"+replayKey(workflowID, key)).Err()
 }
 
 // Release implements Store.

@@ -139,3 +139,29 @@ func TestConcurrentClaimsHaveOneWinner(t *testing.T) {
 		}
 	}
 }
+
+func TestAReplayKeyIsRefusedWithinItsWindowForgottenAfterAndApartFromDeliveries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, b := range backends(t) {
+		remember := func(key string, want bool) {
+			t.Helper()
+			got, err := b.s.Remember(ctx, "wf", key, 10*time.Minute)
+			if err != nil || got != want {
+				t.Fatalf("%s: Remember(%s) = %v %v, want %v", name, key, got, err, want)
+			}
+		}
+		remember("sig-1", true)
+		remember("sig-1", false)
+		// A delivery id that happens to equal a replay key is another record.
+		if st, err := b.s.Claim(ctx, "wf", "sig-1", "tok", lease, ttl); err != nil || st != dedup.New {
+			t.Fatalf("%s: delivery record = %v %v, want new", name, st, err)
+		}
+		if err := b.s.Forget(ctx, "wf", "sig-1"); err != nil {
+			t.Fatal(err)
+		}
+		remember("sig-1", true)
+		b.advance(11 * time.Minute)
+		remember("sig-1", true)
+	}
+}

@@ -26,6 +26,8 @@ const (
 	MaxConditions     = 8
 	MaxTTLMinutes     = 10080
 	DefaultTTLMinutes = 60
+	// MaxAgeSeconds bounds max_age_seconds (a day).
+	MaxAgeSeconds = 86400
 )
 
 // Trigger is a checked trigger block.
@@ -38,6 +40,18 @@ type Trigger struct {
 	Dedup *Dedup
 	// Params maps run parameter names to request paths, sorted by name.
 	ParamsMap []Param
+	// RateLimit bounds the requests to this trigger's path; nil leaves it
+	// to the listener's default (--rate-limit).
+	RateLimit *RateLimit
+}
+
+// RateLimit is a token bucket: PerSecond requests a second on average,
+// Burst at once. Off (`rate_limit: false`) is no limit, whatever the
+// listener's default.
+type RateLimit struct {
+	PerSecond float64
+	Burst     int
+	Off       bool
 }
 
 // Auth is the verification scheme.
@@ -180,7 +194,7 @@ func (p *parser) integer(m map[string]any, key, where string) (int64, bool) {
 
 func (p *parser) trigger(b map[string]any) *Trigger {
 	const where = "trigger"
-	p.keys(b, where, []string{"type", "path", "auth", "filter", "dedup", "params_map"}, []string{"type", "auth"})
+	p.keys(b, where, []string{"type", "path", "auth", "filter", "dedup", "params_map", "rate_limit"}, []string{"type", "auth"})
 	if ty, ok := b["type"]; ok && ty != "webhook" {
 		p.fail("trigger/type must be equal to constant")
 	}
@@ -206,7 +220,51 @@ func (p *parser) trigger(b map[string]any) *Trigger {
 	if pm, ok := b["params_map"]; ok {
 		t.ParamsMap = p.params(pm)
 	}
+	if rl, ok := b["rate_limit"]; ok {
+		t.RateLimit = p.rateLimit(rl)
+	}
 	return t
+}
+
+// MaxPerSecond bounds rate_limit.per_second (and burst): above it the
+// limit limits nothing a listener can serve.
+const MaxPerSecond = 100000
+
+func (p *parser) rateLimit(v any) *RateLimit {
+	const where = "trigger/rate_limit"
+	if b, ok := v.(bool); ok && !b {
+		return &RateLimit{Off: true}
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		p.fail("%s must be object or false", where)
+		return nil
+	}
+	p.keys(m, where, []string{"per_second", "burst"}, []string{"per_second"})
+	rl := &RateLimit{}
+	if x, present := m["per_second"]; present {
+		f, isNum := x.(float64)
+		switch {
+		case !isNum || math.IsNaN(f) || math.IsInf(f, 0):
+			p.fail("%s/per_second must be number", where)
+		case f <= 0:
+			p.fail("%s/per_second must be > 0", where)
+		case f > MaxPerSecond:
+			p.fail("%s/per_second must be <= %d", where, MaxPerSecond)
+		}
+		rl.PerSecond = f
+	}
+	rl.Burst = int(math.Max(1, math.Ceil(rl.PerSecond)))
+	if n, ok := p.integer(m, "burst", where); ok {
+		switch {
+		case n < 1:
+			p.fail("%s/burst must be >= 1", where)
+		case n > MaxPerSecond:
+			p.fail("%s/burst must be <= %d", where, MaxPerSecond)
+		}
+		rl.Burst = int(n)
+	}
+	return rl
 }
 
 func (p *parser) auth(m map[string]any) Auth {
@@ -240,8 +298,13 @@ func (p *parser) auth(m map[string]any) Auth {
 	a.Header = p.str(m, "header", where)
 	a.SecretFrom = p.str(m, "secret_from", where)
 	if n, ok := p.integer(m, "max_age_seconds", where); ok {
-		if n < 1 {
+		switch {
+		case n < 1:
 			p.fail("%s/max_age_seconds must be >= 1", where)
+		case n > MaxAgeSeconds:
+			// Beyond it the duration would overflow; a day already
+			// accepts far more clock skew than any sender has.
+			p.fail("%s/max_age_seconds must be <= %d", where, MaxAgeSeconds)
 		}
 		a.MaxAge = time.Duration(n) * time.Second
 	}
@@ -313,6 +376,9 @@ func (p *parser) condition(m map[string]any, where string) Condition {
 			c.Values = append(c.Values, s)
 		}
 	case nil:
+		if _, present := m["value"]; present {
+			p.fail("%s/value must be string or array", where) // null: a condition that could never hold
+		}
 	default:
 		p.fail("%s/value must be string or array", where)
 	}

@@ -37,6 +37,16 @@ func TestParseRefusesInTheValidatorsWords(t *testing.T) {
 		{`{"type":"webhook","auth":{"mode":"stripe","secret_from":"S","max_age_seconds":0}}`, "trigger/auth/max_age_seconds must be >= 1"},
 		{`{"type":"webhook","auth":{"mode":"none"},"retries":3}`, "trigger: unknown property 'retries'"},
 		{`{"type":"webhook","auth":{"mode":"shared_secret","header":"","secret_from":"S"}}`, "trigger/auth/header must NOT have fewer than 1 characters"},
+		{`{"type":"webhook","auth":{"mode":"stripe","secret_from":"S","max_age_seconds":9000000000000000000}}`, "trigger/auth/max_age_seconds must be <= 86400"},
+		{`{"type":"webhook","auth":{"mode":"none"},"filter":{"path":"body.a","value":null}}`, "trigger/filter/value must be string or array"},
+		{`{"type":"webhook","auth":{"mode":"none"},"rate_limit":{"burst":2}}`, "trigger/rate_limit: missing required property 'per_second'"},
+		{`{"type":"webhook","auth":{"mode":"none"},"rate_limit":{"per_second":0}}`, "trigger/rate_limit/per_second must be > 0"},
+		{`{"type":"webhook","auth":{"mode":"none"},"rate_limit":{"per_second":"5"}}`, "trigger/rate_limit/per_second must be number"},
+		{`{"type":"webhook","auth":{"mode":"none"},"rate_limit":{"per_second":1000001}}`, "trigger/rate_limit/per_second must be <= 100000"},
+		{`{"type":"webhook","auth":{"mode":"none"},"rate_limit":{"per_second":5,"burst":0}}`, "trigger/rate_limit/burst must be >= 1"},
+		{`{"type":"webhook","auth":{"mode":"none"},"rate_limit":{"per_second":5,"burst":1.5}}`, "trigger/rate_limit/burst must be integer"},
+		{`{"type":"webhook","auth":{"mode":"none"},"rate_limit":{"per_second":5,"window":60}}`, "trigger/rate_limit: unknown property 'window'"},
+		{`{"type":"webhook","auth":{"mode":"none"},"rate_limit":true}`, "trigger/rate_limit must be object or false"},
 	}
 	for _, c := range cases {
 		_, err := trigger.Parse(block(t, c.block))
@@ -97,4 +107,30 @@ func TestFilterAndParamsReadBodyAndHeadersAsTheOriginal(t *testing.T) {
 	if tr.Matches(trigger.NewRequest(h, map[string]any{"n": 101.0})) {
 		t.Error("a repeated header must count as absent")
 	}
+}
+
+func TestRateLimitTakesItsBurstFromTheRateUnlessGivenAndFalseTurnsItOff(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		block string
+		want  trigger.RateLimit
+	}{
+		{`{"per_second":2.5}`, trigger.RateLimit{PerSecond: 2.5, Burst: 3}},
+		{`{"per_second":0.1}`, trigger.RateLimit{PerSecond: 0.1, Burst: 1}},
+		{`{"per_second":10,"burst":40}`, trigger.RateLimit{PerSecond: 10, Burst: 40}},
+		{`false`, trigger.RateLimit{Off: true}},
+	}
+	for _, c := range cases {
+		tr, err := trigger.Parse(block(t, `{"type":"webhook","auth":{"mode":"none"},"rate_limit":`+c.block+`}`))
+		if err != nil || tr.RateLimit == nil || *tr.RateLimit != c.want {
+			t.Errorf("%s: %+v %v, want %+v", c.block, rateOf(tr), err, c.want)
+		}
+	}
+}
+
+func rateOf(tr *trigger.Trigger) any {
+	if tr == nil {
+		return nil
+	}
+	return tr.RateLimit
 }

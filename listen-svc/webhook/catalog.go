@@ -54,8 +54,11 @@ func (t *Table) Mounts() []*Mount {
 // Build checks each declared trigger and mounts it (listen spec §3 steps
 // 3–4). Problems come back in declaration order with the original's
 // wording (without "Error: "); a workflow with a problem is not mounted.
-// getenv reads secret_from once, here.
-func Build(decls []Declared, getenv func(string) string) (*Table, []error) {
+// getenv reads secret_from once, here. loopback says the listener is
+// bound to a loopback address only: off loopback a trigger with
+// `auth.mode: none` is a problem, never mounted (anyone who reaches the
+// port could start its runs).
+func Build(decls []Declared, getenv func(string) string, loopback bool) (*Table, []error) {
 	t := &Table{byPath: map[string]*Mount{}}
 	var problems []error
 	for _, d := range decls {
@@ -67,6 +70,10 @@ func Build(decls []Declared, getenv func(string) string) (*Table, []error) {
 		path := tr.MountPath(d.WorkflowID)
 		if held := t.byPath[path]; held != nil {
 			problems = append(problems, fmt.Errorf("listen: path collision on '%s' — workflow '%s' conflicts with '%s'", path, d.WorkflowID, held.WorkflowID))
+			continue
+		}
+		if tr.Auth.Mode == trigger.ModeNone && !loopback {
+			problems = append(problems, fmt.Errorf("listen: workflow '%s' uses auth.mode 'none' on a listener bound to a non-loopback address: path '%s' would start runs for anyone who reaches it; give it a verifying auth.mode, or bind to 127.0.0.1", d.WorkflowID, path))
 			continue
 		}
 		m := &Mount{WorkflowID: d.WorkflowID, Path: path, Trigger: tr}
@@ -120,6 +127,9 @@ type Engine struct {
 
 	// MinRefresh bounds how often an unknown path re-reads the list.
 	MinRefresh time.Duration
+	// Loopback says the listener is bound to loopback only (Build); set
+	// it before the first Refresh. false refuses auth.mode none.
+	Loopback bool
 
 	table atomic.Pointer[Table]
 	mu    sync.Mutex // one refresh at a time
@@ -170,7 +180,7 @@ func (e *Engine) Refresh(ctx context.Context) error {
 		decls = append(decls, Declared{WorkflowID: w.GetId(), Block: w.GetTrigger().AsMap()})
 	}
 	sort.Slice(decls, func(i, j int) bool { return decls[i].WorkflowID < decls[j].WorkflowID })
-	t, problems := Build(decls, e.getenv)
+	t, problems := Build(decls, e.getenv, e.Loopback)
 	bad := map[string]string{}
 	for _, p := range problems {
 		msg := p.Error()

@@ -124,7 +124,7 @@ func TestAnAcceptedDeliveryIsDrivenToItsEndByAgentSvc(t *testing.T) {
 	t.Parallel()
 	engineAddr, eng := startEngineAddr(t)
 	d := register(t, eng, "tickets")
-	table, problems := webhook.Build([]webhook.Declared{d}, getenv)
+	table, problems := webhook.Build([]webhook.Declared{d}, getenv, true)
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
@@ -225,6 +225,7 @@ func TestAWorkflowRegisteredLaterIsServedWithoutARestart(t *testing.T) {
 	log := webhook.NewLogger(&syncWriter{b: &logs}, &syncWriter{b: &logs}, webhook.LevelInfo)
 	cat := webhook.NewEngineCatalog(triggerFiller{eng, blocks}, getenv, log)
 	cat.MinRefresh = 0
+	cat.Loopback = true // httptest serves on 127.0.0.1
 	if err := cat.Refresh(ctx(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ var secrets = map[string]string{
 
 func getenv(k string) string { return secrets[k] }
 
-var testWorkflows = []string{"tickets", "gh", "stripe", "invoices", "open"}
+var testWorkflows = []string{"tickets", "gh", "stripe", "invoices", "open", "hmac-plain", "gh-plain", "stripe-plain", "limited"}
 
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -136,7 +136,7 @@ func newHarness(t testing.TB, tune func(*webhook.Options)) *harness {
 	for _, n := range testWorkflows {
 		decls = append(decls, register(t, eng, n))
 	}
-	table, problems := webhook.Build(decls, getenv)
+	table, problems := webhook.Build(decls, getenv, true)
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}

@@ -16,7 +16,7 @@ func staticOf(t testing.TB, h *harness) webhook.Catalog {
 	for _, n := range testWorkflows {
 		decls = append(decls, declare(t, n))
 	}
-	table, problems := webhook.Build(decls, getenv)
+	table, problems := webhook.Build(decls, getenv, true)
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}

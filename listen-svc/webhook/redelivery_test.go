@@ -105,8 +105,17 @@ func TestARedeliveryAfterAFailedHandoverHandsTheSameRunOffAgain(t *testing.T) {
 				t.Errorf("no dispatched-again log line:\n%s", h.logs)
 			}
 
-			// Now the run was handed off: a further copy is a duplicate.
+			// Now the run was handed off: a further copy of the same signed
+			// request is a replay; one signed anew (another delivery of the
+			// same event) is a duplicate.
 			status, body = h.post(d.path, d.body, d.headers)
+			if status != http.StatusForbidden || body != `{"error":"forbidden"}` {
+				t.Fatalf("verbatim copy after the hand-off: %d %s, want 403 forbidden (a replay)", status, body)
+			}
+			again := signed("github", "guid-redeliver", time.Now())
+			again.body = strings.Replace(again.body, "}", `,"n":2}`, 1)
+			again.headers["X-Hub-Signature-256"] = "sha256=" + hexMAC(secrets["LISTEN_TEST_GH"], again.body)
+			status, body = h.post(again.path, again.body, again.headers)
 			if status != http.StatusOK || body != `{"status":"deduplicated"}` {
 				t.Fatalf("copy after the hand-off: %d %s, want 200 deduplicated", status, body)
 			}
@@ -131,8 +140,10 @@ func TestTwoConcurrentRedeliveriesHandTheRunOffOnce(t *testing.T) {
 			t.Parallel()
 			shared := store()
 			h := newHarness(t, func(o *webhook.Options) { o.Dedup = shared; o.ClaimPoll = 5 * time.Millisecond })
-			d := signed("hmac", "evt-twice", time.Now())
-			runID := failFirstHandover(t, h, d, "invoices")
+			// shared_secret: copies of one signed request would be refused
+			// as replays before they reach the dedup record.
+			d := signed("shared_secret", "4242", time.Now())
+			runID := failFirstHandover(t, h, d, "tickets")
 
 			second := webhook.New(webhook.Options{Catalog: staticOf(t, h), Engine: h.eng, Dispatcher: h.disp,
 				Dedup: shared, ClaimPoll: 5 * time.Millisecond})
@@ -184,7 +195,7 @@ func TestTwoConcurrentRedeliveriesHandTheRunOffOnce(t *testing.T) {
 func TestARedeliveryAfterAgentSvcWasDownIsDrivenOnce(t *testing.T) {
 	t.Parallel()
 	engineAddr, eng := startEngineAddr(t)
-	table, problems := webhook.Build([]webhook.Declared{register(t, eng, "tickets")}, getenv)
+	table, problems := webhook.Build([]webhook.Declared{register(t, eng, "tickets")}, getenv, true)
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}

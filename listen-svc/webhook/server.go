@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -55,12 +56,15 @@ type Options struct {
 	// ClaimPoll is how often a claimed delivery is looked at again while
 	// another request hands it off (0: 50ms).
 	ClaimPoll time.Duration
+	// RateLimit is the limit of a trigger without rate_limit (nil: none).
+	RateLimit *trigger.RateLimit
 }
 
 // Server is the webhook HTTP handler.
 type Server struct {
 	o        Options
 	inFlight atomic.Int64
+	limits   limiters
 }
 
 // New returns a Server; zero limits take their defaults.
@@ -140,6 +144,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		forbidden(w)
 		return
 	}
+	if d := s.limits.wait(m, s.o.RateLimit, s.o.Now()); d > 0 {
+		s.o.Log.Warn("webhook: rate limited", KV{"path", m.Path})
+		w.Header().Set("Retry-After", retryAfter(d))
+		send(w, http.StatusTooManyRequests, field{"error", "rate_limited"}, field{"status", "rejected"})
+		return
+	}
 	if n := s.inFlight.Add(1); s.o.MaxConcurrent > 0 && n > int64(s.o.MaxConcurrent) {
 		s.inFlight.Add(-1)
 		send(w, http.StatusServiceUnavailable, field{"error", "busy"}, field{"status", "rejected"})
@@ -157,6 +167,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		send(w, http.StatusUnsupportedMediaType, field{"error", "unsupported_media_type"})
 		return
 	}
+	if !validHeaders(r.Header) {
+		// Header values reach the filter, the params and the engine's
+		// protobuf strings, which must be UTF-8: refuse them here, as
+		// the client's error they are.
+		send(w, http.StatusBadRequest, field{"error", "invalid_header"}, field{"status", "rejected"})
+		return
+	}
 	t := m.Trigger
 	req := trigger.NewRequest(r.Header, nil)
 	if h := t.Auth.SecurityHeader(); h != "" && req.Repeated[strings.ToLower(h)] {
@@ -164,10 +181,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		forbidden(w)
 		return
 	}
-	if !t.Auth.Verify(req, body, m.Secret, s.o.Now()) {
+	replay, verified := t.Auth.Verify(req, body, m.Secret, s.o.Now())
+	if !verified {
 		s.o.Log.Warn("webhook: verification failed", KV{"path", m.Path}, KV{"mode", t.Auth.Mode})
 		forbidden(w)
 		return
+	}
+	if replay.Key != "" {
+		rw := &statusWriter{ResponseWriter: w}
+		if !s.remember(r.Context(), m, replay) {
+			s.o.Log.Warn("webhook: replayed request refused", KV{"path", m.Path}, KV{"mode", t.Auth.Mode})
+			forbidden(w)
+			return
+		}
+		// A request answered with a server error is one its sender
+		// retries: that retry is not a replay.
+		defer func() {
+			if rw.code >= 500 {
+				s.forget(m, replay)
+			}
+		}()
+		w = rw
 	}
 	if err := json.Unmarshal(body, &req.Body); err != nil {
 		send(w, http.StatusBadRequest, field{"error", "invalid_json"})
@@ -206,6 +240,59 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.o.Log.Warn("webhook params: could not resolve path", KV{"path", p})
 	}
 	s.start(ctx, w, m, params, id, c)
+}
+
+// remember records a verified request's replay key; false is a replay. A
+// store that cannot be written lets the request through: the delivery's
+// dedup id and the run's idempotency key still catch a repeat, and a
+// listener whose store is down should not refuse every sender.
+func (s *Server) remember(rctx context.Context, m *Mount, r trigger.Replay) bool {
+	window := r.Window
+	if d := m.Trigger.Dedup; d != nil && d.TTL > window && m.Trigger.Auth.Mode == trigger.ModeGitHub {
+		window = d.TTL // GitHub signs no time: remember as long as the delivery id
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), s.o.CallTimeout)
+	defer cancel()
+	fresh, err := s.o.Dedup.Remember(ctx, m.WorkflowID, r.Key, window)
+	if err != nil {
+		s.o.Log.Error("webhook: failed to record replay key", KV{"path", m.Path}, KV{"error", err.Error()})
+		return true
+	}
+	return fresh
+}
+
+func (s *Server) forget(m *Mount, r trigger.Replay) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.CallTimeout)
+	defer cancel()
+	if err := s.o.Dedup.Forget(ctx, m.WorkflowID, r.Key); err != nil {
+		s.o.Log.Error("webhook: failed to forget replay key", KV{"path", m.Path}, KV{"error", err.Error()})
+	}
+}
+
+// statusWriter notes the status code of the reply.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// validHeaders reports whether every header value is UTF-8.
+func validHeaders(h http.Header) bool {
+	for _, vs := range h {
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // claim is a request's hold on its delivery's dedup record.

@@ -570,7 +570,7 @@ func (l *loader) trigger() {
 		l.errf("trigger must be object%s", lineOf(p.Key))
 		return
 	}
-	known := map[string]bool{"type": true, "path": true, "auth": true, "filter": true, "dedup": true, "params_map": true}
+	known := map[string]bool{"type": true, "path": true, "auth": true, "filter": true, "dedup": true, "params_map": true, "rate_limit": true}
 	have := map[string]bool{}
 	for _, f := range pairs(p.Value) {
 		have[f.Key.Value] = true

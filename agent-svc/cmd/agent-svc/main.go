@@ -3,11 +3,14 @@
 //
 //	agent-svc [--addr 127.0.0.1:7071] [--engine-addr 127.0.0.1:7070]
 //	          [--redis-url redis://… | --redis-cluster-addrs a,b,c | --redis-sentinel-addrs a,b --redis-sentinel-master m] [--max-drives 8]
+//	          [--allow-base-url URL]...
 //
 // Keys come from ANTHROPIC_API_KEY and OPENAI_API_KEY, addresses from
-// ANTHROPIC_BASE_URL and OPENAI_BASE_URL. With --redis-url the drive limit
-// is global across every replica sharing that Redis; without it the limit
-// is this process's own, and the service says so at start.
+// ANTHROPIC_BASE_URL and OPENAI_BASE_URL. A drive may name another base URL
+// only when it is allowed with --allow-base-url (agent-svc's keys go
+// there). With --redis-url the drive limit is global across every replica
+// sharing that Redis; without it the limit is this process's own, and the
+// service says so at start.
 package main
 
 import (
@@ -68,15 +71,29 @@ func run(log *slog.Logger) error {
 	driveLease := flag.Duration("drive-lease", 30*time.Second, "how long an owed drive stays this replica's without a renewal; after a crash another replica takes it up once it lapses")
 	pickupEvery := flag.Duration("pickup-interval", 5*time.Second, "how often owed drives whose replica stopped or died are looked for")
 	reflect := flag.Bool("reflection", false, "serve gRPC server reflection (for grpcurl and the like); off by default")
+	var allowURLs urlList
+	for _, u := range strings.Split(os.Getenv("REALM_AGENT_ALLOW_BASE_URLS"), ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			allowURLs = append(allowURLs, u)
+		}
+	}
+	flag.Var(&allowURLs, "allow-base-url", "a base `url` (and the paths below it) a drive may name besides the providers' official endpoints and OPENAI_BASE_URL/ANTHROPIC_BASE_URL; repeatable (env REALM_AGENT_ALLOW_BASE_URLS, comma-separated)")
 	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off) (env REALM_METRICS_LISTEN)")
 	flag.Parse()
 	if *maxDrives < 1 {
 		return fmt.Errorf("--max-drives must be at least 1")
 	}
+	allow, err := provider.NewAllowlist(allowURLs...)
+	if err != nil {
+		return err
+	}
 	if *driveLease < 300*time.Millisecond || *pickupEvery <= 0 {
 		return fmt.Errorf("--drive-lease must be at least 300ms and --pickup-interval positive")
 	}
 
+	if len(allowURLs) > 0 {
+		log.Info("drives may name these base URLs besides the official endpoints", "allow_base_urls", []string(allowURLs))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	mreg := metrics.NewRegistry()
@@ -124,10 +141,11 @@ func run(log *slog.Logger) error {
 			Anthropic: provider.Config{APIKey: strings.TrimSpace(os.Getenv("ANTHROPIC_API_KEY")), BaseURL: strings.TrimSpace(os.Getenv("ANTHROPIC_BASE_URL")), HTTPClient: httpClient},
 			OpenAI:    provider.Config{APIKey: strings.TrimSpace(os.Getenv("OPENAI_API_KEY")), BaseURL: strings.TrimSpace(os.Getenv("OPENAI_BASE_URL")), HTTPClient: httpClient},
 		},
-		Limiter:  lim,
-		GatePoll: *gatePoll,
-		Logger:   log,
-		Book:     book,
+		Limiter:       lim,
+		GatePoll:      *gatePoll,
+		Logger:        log,
+		Book:          book,
+		AllowBaseURLs: allow,
 	})
 	pickupDone := make(chan struct{})
 	go func() { defer close(pickupDone); svc.Pickup(ctx, *pickupEvery) }()
@@ -183,5 +201,15 @@ func run(log *slog.Logger) error {
 	// Detached drives still going stop here; with Redis they stay owed and
 	// another replica takes them up at once.
 	svc.Stop()
+	return nil
+}
+
+// urlList is a repeatable flag: each use adds one entry.
+type urlList []string
+
+func (l *urlList) String() string { return strings.Join(*l, ",") }
+
+func (l *urlList) Set(s string) error {
+	*l = append(*l, strings.TrimSpace(s))
 	return nil
 }

@@ -36,6 +36,11 @@ type Config struct {
 	// Book, when set, keeps detached drives in Redis so another agent-svc
 	// takes them up if this one dies (Pickup).
 	Book *durable.Book
+	// AllowBaseURLs are the base URLs (and the paths below them) a drive
+	// may name in its options besides the providers' official endpoints
+	// and Services' own base URLs (--allow-base-url). A drive naming any
+	// other is refused before a key is used.
+	AllowBaseURLs provider.Allowlist
 }
 
 // Server implements realmv1.AgentServiceServer.
@@ -43,6 +48,8 @@ type Server struct {
 	realmv1.UnimplementedAgentServiceServer
 	c Config
 	m *driveMetrics
+	// allow is every base URL a drive may name.
+	allow provider.Allowlist
 	// life ends detached drives: Stop cancels it when shutdown's grace
 	// is spent.
 	life context.Context
@@ -60,7 +67,8 @@ func New(c Config) *Server {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	life, stop := context.WithCancel(context.Background())
-	return &Server{c: c, m: newDriveMetrics(c.Metrics), life: life, stop: stop}
+	allow := c.AllowBaseURLs.With(append([]string{c.Services.OpenAI.BaseURL, c.Services.Anthropic.BaseURL}, provider.Official...)...)
+	return &Server{c: c, m: newDriveMetrics(c.Metrics), allow: allow, life: life, stop: stop}
 }
 
 // Stop ends the detached drives still going (their runs stay open for the
@@ -133,6 +141,12 @@ func (s *Server) drive(ctx context.Context, req *realmv1.DriveRunRequest, durabl
 	}
 	if o.GetLlmTimeoutSeconds() < 0 {
 		return refuse(send, "error: option '--llm-timeout <seconds>' argument '%d' is invalid. --llm-timeout must be a positive integer number of seconds.", o.GetLlmTimeoutSeconds())
+	}
+	// Before anything else uses a key: agent-svc's keys go to the base URL
+	// the drive names, so only allowed ones may be named.
+	if b := o.GetBaseUrl(); b != "" && !s.allow.Allows(b) {
+		s.c.Logger.Warn("drive refused: base URL not allowed", "base_url", b)
+		return refuse(send, "%s", provider.RefuseBaseURL(b))
 	}
 	p, warnings, err := provider.Choose(s.c.Services, provider.Choice{
 		Provider: o.GetProvider(), Model: o.GetModel(), BaseURL: o.GetBaseUrl(), StrictBaseURL: o.GetStrictBaseUrl(),

@@ -91,7 +91,7 @@ steps:
 	if err != nil {
 		return err
 	}
-	table, problems := webhook.Build([]webhook.Declared{d}, func(string) string { return secret })
+	table, problems := webhook.Build([]webhook.Declared{d}, func(string) string { return secret }, true)
 	if len(problems) > 0 {
 		return problems[0]
 	}

@@ -10,6 +10,7 @@
 //	           [--model M] [--provider anthropic|openai] [--llm-timeout N]
 //	           [--max-concurrent 20] [--max-body-bytes 1048576]
 //	           [--body-timeout-ms 5000] [--log-level info] [--refresh 2s]
+//	           [--rate-limit per_second[:burst] | off]
 //
 // Each trigger's secret_from is read from this process's environment. With
 // a Redis (--redis-url, --redis-cluster-addrs or --redis-sentinel-addrs, or
@@ -32,6 +33,7 @@ import (
 	"time"
 
 	"github.com/realm-go/realm/listen-svc/dedup"
+	"github.com/realm-go/realm/listen-svc/trigger"
 	"github.com/realm-go/realm/listen-svc/webhook"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -104,7 +106,9 @@ func run(f flags) error {
 		log.Info("listen: --sweep-expired-gates is not needed here: engine-svc enacts expired gates itself (engine-svc --sweep-interval)")
 	}
 
+	host, _, _ := net.SplitHostPort(f.addr)
 	cat := webhook.NewEngineCatalog(eng, os.Getenv, log)
+	cat.Loopback = webhook.IsLoopback(host)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := cat.Refresh(ctx); err != nil {
@@ -119,14 +123,14 @@ func run(f flags) error {
 	srv := webhook.New(webhook.Options{
 		Catalog: cat, Engine: eng, Dispatcher: agent, Dedup: store, Log: log,
 		MaxConcurrent: f.maxConcurrent, MaxBodyBytes: f.maxBodyBytes, BodyTimeout: time.Duration(f.bodyTimeoutMs) * time.Millisecond,
-		Caller: &realmv1.Caller{By: "listen-svc", BySource: "stated"},
+		Caller:    &realmv1.Caller{By: "listen-svc", BySource: "stated"},
+		RateLimit: f.rateLimit,
 	})
 	lis, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return err
 	}
-	host, _, _ := net.SplitHostPort(f.addr)
-	if !webhook.IsLoopback(host) {
+	if !cat.Loopback {
 		log.Warn(fmt.Sprintf("listen: binding to non-loopback host '%s' — this server serves plaintext HTTP. Terminate TLS at a reverse proxy before exposing it.", host))
 	}
 	log.Info(fmt.Sprintf("realm listen on %s — %d workflow(s) mounted", lis.Addr(), len(cat.Table().Mounts())))
@@ -150,6 +154,7 @@ type flags struct {
 	bodyTimeoutMs               int
 	sweep                       int
 	refresh                     time.Duration
+	rateLimit                   *trigger.RateLimit
 }
 
 // parseFlags reads the command line (-name value, -name=value, and the same
@@ -191,6 +196,8 @@ func parseFlags(args []string, out io.Writer) (flags, error) {
 		"max-body-bytes", "largest request body accepted, in `bytes`")
 	fs.Var(checked(&v.bodyTimeoutMs, positive[int]("--body-timeout-ms must be a positive integer")),
 		"body-timeout-ms", "`milliseconds` a request body may take to arrive")
+	fs.Var(checked(&v.rateLimit, webhook.ParseRateLimit), "rate-limit",
+		"requests a second (`per_second[:burst]`, e.g. 10:20) each trigger without its own rate_limit serves, per replica; more are answered 429 with Retry-After (off: no limit)")
 	fs.Var(checked(&v.sweep, func(s string) (int, error) { return strconv.Atoi(s) }),
 		"sweep-expired-gates", "ignored (`seconds`): engine-svc carries out expired gates itself (engine-svc -sweep-interval)")
 	fs.Var(checked(&v.refresh, func(s string) (time.Duration, error) {
