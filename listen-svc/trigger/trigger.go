@@ -192,6 +192,22 @@ func (p *parser) integer(m map[string]any, key, where string) (int64, bool) {
 	return int64(f), true
 }
 
+// integerIn is integer, refused (with the schema's words) below lo or
+// above hi.
+func (p *parser) integerIn(m map[string]any, key, where string, lo, hi int64) (int64, bool) {
+	n, ok := p.integer(m, key, where)
+	if !ok {
+		return 0, false
+	}
+	switch {
+	case n < lo:
+		p.fail("%s/%s must be >= %d", where, key, lo)
+	case n > hi:
+		p.fail("%s/%s must be <= %d", where, key, hi)
+	}
+	return n, true
+}
+
 func (p *parser) trigger(b map[string]any) *Trigger {
 	const where = "trigger"
 	p.keys(b, where, []string{"type", "path", "auth", "filter", "dedup", "params_map", "rate_limit"}, []string{"type", "auth"})
@@ -255,13 +271,7 @@ func (p *parser) rateLimit(v any) *RateLimit {
 		rl.PerSecond = f
 	}
 	rl.Burst = int(math.Max(1, math.Ceil(rl.PerSecond)))
-	if n, ok := p.integer(m, "burst", where); ok {
-		switch {
-		case n < 1:
-			p.fail("%s/burst must be >= 1", where)
-		case n > MaxPerSecond:
-			p.fail("%s/burst must be <= %d", where, MaxPerSecond)
-		}
+	if n, ok := p.integerIn(m, "burst", where, 1, MaxPerSecond); ok {
 		rl.Burst = int(n)
 	}
 	return rl
@@ -297,15 +307,9 @@ func (p *parser) auth(m map[string]any) Auth {
 	}
 	a.Header = p.str(m, "header", where)
 	a.SecretFrom = p.str(m, "secret_from", where)
-	if n, ok := p.integer(m, "max_age_seconds", where); ok {
-		switch {
-		case n < 1:
-			p.fail("%s/max_age_seconds must be >= 1", where)
-		case n > MaxAgeSeconds:
-			// Beyond it the duration would overflow; a day already
-			// accepts far more clock skew than any sender has.
-			p.fail("%s/max_age_seconds must be <= %d", where, MaxAgeSeconds)
-		}
+	// Beyond MaxAgeSeconds the duration would overflow; a day already
+	// accepts far more clock skew than any sender has.
+	if n, ok := p.integerIn(m, "max_age_seconds", where, 1, MaxAgeSeconds); ok {
 		a.MaxAge = time.Duration(n) * time.Second
 	}
 	return a
@@ -397,13 +401,7 @@ func (p *parser) dedup(v any) *Dedup {
 	}
 	p.keys(m, where, []string{"id_from", "ttl_minutes", "on_missing_id"}, []string{"id_from"})
 	d := &Dedup{IDFrom: p.str(m, "id_from", where), TTL: DefaultTTLMinutes * time.Minute}
-	if n, ok := p.integer(m, "ttl_minutes", where); ok {
-		switch {
-		case n < 1:
-			p.fail("%s/ttl_minutes must be >= 1", where)
-		case n > MaxTTLMinutes:
-			p.fail("%s/ttl_minutes must be <= %d", where, MaxTTLMinutes)
-		}
+	if n, ok := p.integerIn(m, "ttl_minutes", where, 1, MaxTTLMinutes); ok {
 		d.TTL = time.Duration(n) * time.Minute
 	}
 	d.RejectMissing = p.enum(m, "on_missing_id", where, []string{"skip", "reject"}, "skip") == "reject"
