@@ -46,17 +46,7 @@ func TestAFinalizerKeepsItsLeaseWhileItRuns(t *testing.T) {
 		}
 		started <- resp.GetReply()
 	}()
-	var run string
-	for i := 0; run == "" && i < 500; i++ {
-		list, _ := a.client.ListRuns(ctx(t), &realmv1.ListRunsRequest{WorkflowId: "charged"})
-		if len(list.GetRuns()) == 1 && audits.Load() == 1 {
-			run = list.GetRuns()[0].GetRunId()
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if run == "" {
-		t.Fatal("the finalizer never started")
-	}
+	run := awaitCleanup(t, a, &audits)
 	// 40 s of the engines' clock pass in two steps, renewals in between:
 	// the first lease (30 s) is long gone, the renewed one is not.
 	a.clock.Advance(20 * time.Second)
@@ -112,17 +102,7 @@ func TestTheSweeperDeliversCleanupWhoseDrainerDied(t *testing.T) {
 		defer close(started)
 		_, _ = b.client.StartRun(context.Background(), &realmv1.StartRunRequest{WorkflowId: "charged"})
 	}()
-	var run string
-	for i := 0; run == "" && i < 500; i++ {
-		list, _ := a.client.ListRuns(ctx(t), &realmv1.ListRunsRequest{WorkflowId: "charged"})
-		if len(list.GetRuns()) == 1 && audits.Load() == 1 {
-			run = list.GetRuns()[0].GetRunId()
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if run == "" {
-		t.Fatal("the finalizer never started")
-	}
+	run := awaitCleanup(t, a, &audits)
 	if n, err := a.eng.SweepFinalizers(context.Background(), 10); err != nil || n != 0 {
 		t.Fatalf("sweep while the lease holds started %d, %v; want 0", n, err)
 	}
@@ -198,4 +178,19 @@ func TestACleanupWhoseRunnerDiedIsDeliveredAgain(t *testing.T) {
 	if f.Status != "completed" || audits.Load() != 2 {
 		t.Errorf("audit = %+v after %d calls, want completed by the second", f, audits.Load())
 	}
+}
+
+// awaitCleanup waits until the one run of "charged" has its finalizer's
+// first call in flight (audits counts the calls) and returns the run.
+func awaitCleanup(t *testing.T, a *env, audits *atomic.Int64) string {
+	t.Helper()
+	for range 500 {
+		list, _ := a.client.ListRuns(ctx(t), &realmv1.ListRunsRequest{WorkflowId: "charged"})
+		if len(list.GetRuns()) == 1 && audits.Load() == 1 {
+			return list.GetRuns()[0].GetRunId()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the finalizer never started")
+	return ""
 }
