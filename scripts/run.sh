@@ -12,6 +12,10 @@
 #                      the /metrics ports          (default 127.0.0.1:9090-9093)
 #   REALM_RUN_SKIP_BUILD=1 uses the binaries already in bin/ (tests)
 #
+# Every gRPC connection is mutual TLS: on first start `realm tls dev` makes
+# a development CA and a certificate per service (and the operator's, which
+# the CLI finds by itself) in $REALM_DATA_DIR/tls, and renews them there.
+#
 # No Redis of the shell's is passed on: `make run` is the laptop stack, on
 # the embedded store, whatever REDIS_URL, REDIS_CLUSTER_ADDRS or
 # REDIS_SENTINEL_* a developer's shell (or make test) has set.
@@ -82,7 +86,28 @@ trap 'exit 143' TERM
 trap 'exit 129' HUP
 
 mkdir -p "$DATA_DIR"
-start engine-svc --addr "$ENGINE_ADDR" --data-dir "$DATA_DIR" --metrics-addr "$ENGINE_METRICS_ADDR"
+
+# Development certificates: the CA, one per service, one per runner
+# granting exactly what the runner serves (it says so with --capabilities),
+# and the operator's for the CLI.
+TLS_DIR=$DATA_DIR/tls
+caps() { "bin/$1" "${@:2}" --capabilities | paste -sd, -; }
+bin/realm tls dev --dir "$TLS_DIR" \
+	--runner "example-runner=$(caps example-runner)" \
+	--runner "adapter-runner=$(caps adapter-runner --filesystem-root "$PWD")" \
+	--runner "go-runner=$(caps go-runner)"
+# tls NAME: TLS holds the TLS flags of the service with certificate NAME.
+tls() { TLS=(--tls-cert "$TLS_DIR/$1.crt" --tls-key "$TLS_DIR/$1.key" --tls-ca "$TLS_DIR/ca.crt"); }
+# The CLI as the operator (it would find the certificate by itself only
+# when the caller's REALM_DATA_DIR is this one).
+realm() {
+	local TLS
+	tls operator
+	bin/realm "${TLS[@]}" "$@"
+}
+
+tls engine-svc
+start engine-svc --addr "$ENGINE_ADDR" --data-dir "$DATA_DIR" --metrics-addr "$ENGINE_METRICS_ADDR" "${TLS[@]}"
 
 # Wait until the engine answers (a fresh build of a big store can take a moment).
 ready=0
@@ -91,7 +116,7 @@ for _ in $(seq 1 100); do
 		echo "engine-svc exited before it answered; see its output above." >&2
 		exit 1
 	fi
-	if bin/realm workflow list >/dev/null 2>&1; then
+	if realm workflow list >/dev/null 2>&1; then
 		ready=1
 		break
 	fi
@@ -105,26 +130,31 @@ fi
 # The example handler runner (order_total and the contract's other example
 # handlers): it registers with the engine's capability registry, retrying
 # until the engine accepts it, and deregisters when stopped.
-start example-runner --engine-addr "$ENGINE_ADDR" --metrics-addr "$EXAMPLE_RUNNER_METRICS_ADDR"
+tls example-runner
+start example-runner --engine-addr "$ENGINE_ADDR" --metrics-addr "$EXAMPLE_RUNNER_METRICS_ADDR" "${TLS[@]}"
 
 # The built-in service adapters (http, filesystem below the repository, named
 # explicitly: it has no default root) for uses_service steps; a workflow's
 # auth.token_env may name only REALM_SECRET_* variables, each sent only to the
 # hosts a --secret-host binds it to, and the http adapter reaches no loopback
 # or private address unless an --allow-host allows it (docs/adapters.md).
-start adapter-runner --engine-addr "$ENGINE_ADDR" --metrics-addr "$ADAPTER_RUNNER_METRICS_ADDR" --filesystem-root "$PWD"
+tls adapter-runner
+start adapter-runner --engine-addr "$ENGINE_ADDR" --metrics-addr "$ADAPTER_RUNNER_METRICS_ADDR" --filesystem-root "$PWD" "${TLS[@]}"
 
 # The handlers of examples/go-runner/workflow.yaml (shipping), from the
 # example runner module built above.
-start go-runner --engine-addr "$ENGINE_ADDR"
+tls go-runner
+start go-runner --engine-addr "$ENGINE_ADDR" "${TLS[@]}"
 
 # The MCP front door, in dev mode (no token) on loopback only.
 MCP_ADDR=${REALM_MCP_ADDR:-127.0.0.1:8080}
-start mcp-svc --addr "$MCP_ADDR" --engine-addr "$ENGINE_ADDR" --dev --metrics-addr "$MCP_METRICS_ADDR"
+tls mcp-svc
+start mcp-svc --addr "$MCP_ADDR" --engine-addr "$ENGINE_ADDR" --dev --metrics-addr "$MCP_METRICS_ADDR" "${TLS[@]}"
 
 # The agent driver; without --redis-url its drive limit is this process's own.
 AGENT_ADDR=${REALM_AGENT_ADDR:-127.0.0.1:7071}
-start agent-svc --addr "$AGENT_ADDR" --engine-addr "$ENGINE_ADDR" --metrics-addr "$AGENT_METRICS_ADDR"
+tls agent-svc
+start agent-svc --addr "$AGENT_ADDR" --engine-addr "$ENGINE_ADDR" --metrics-addr "$AGENT_METRICS_ADDR" "${TLS[@]}"
 
 # The webhook front door: serves the trigger: blocks of every registered
 # workflow (one registered later is served without a restart) and hands
@@ -138,11 +168,12 @@ export REALM_WEBHOOK_SECRET=${REALM_WEBHOOK_SECRET:-realm-dev-secret}
 # from ANTHROPIC_API_KEY; without one the drive records its failure on the
 # run, which stays open for realm agent --run-id).
 export REALM_LISTEN_MODEL=${REALM_LISTEN_MODEL:-claude-sonnet-4-5}
-start listen-svc --addr "$LISTEN_ADDR" --engine-addr "$ENGINE_ADDR" --agent-addr "$AGENT_ADDR"
+tls listen-svc
+start listen-svc --addr "$LISTEN_ADDR" --engine-addr "$ENGINE_ADDR" --agent-addr "$AGENT_ADDR" "${TLS[@]}"
 
 shopt -s nullglob
 for wf in examples/*.yaml examples/*/workflow.yaml; do
-	bin/realm workflow register "$wf" || echo "(not registered: $wf)"
+	realm workflow register "$wf" || echo "(not registered: $wf)"
 done
 shopt -u nullglob
 
@@ -159,6 +190,8 @@ echo "Metrics (Prometheus): http://$ENGINE_METRICS_ADDR/metrics (engine-svc) · 
 echo "  http://$MCP_METRICS_ADDR/metrics (mcp-svc) · http://$LISTEN_ADDR/metrics (listen-svc)"
 echo "  http://$EXAMPLE_RUNNER_METRICS_ADDR/metrics (example-runner) · http://$ADAPTER_RUNNER_METRICS_ADDR/metrics (adapter-runner)"
 echo
+echo "Mutual TLS: certificates in $TLS_DIR (the CLI uses operator.crt there by itself"
+echo "  when REALM_DATA_DIR names $DATA_DIR or it is the default ~/.realm)."
 echo "Try: bin/realm workflow list    ·    bin/realm run start <workflow>"
 echo "Press Ctrl-C to stop."
 

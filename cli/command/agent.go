@@ -14,6 +14,7 @@ import (
 
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/source"
 )
 
@@ -138,8 +139,12 @@ func (a *app) agentAddr(f *agentFlags) string {
 // exit code is the one the drive's last event gives.
 func (a *app) drive(ctx context.Context, f *agentFlags, req *realmv1.DriveRunRequest) error {
 	addr := a.agentAddr(f)
+	transport, err := a.transport(addr, mtls.RoleFrontDoor)
+	if err != nil {
+		return err
+	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	conn, err := client.Dial(dctx, addr)
+	conn, err := client.Dial(dctx, addr, transport)
 	cancel()
 	if err != nil {
 		return &exitError{code: ExitUnreachable, msg: "Error: " + strings.Replace(oneLine(err.Error()), "engine-svc", "agent-svc", 1)}

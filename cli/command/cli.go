@@ -22,6 +22,7 @@ import (
 	"github.com/realm-go/realm/pkg/client"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/version"
 )
 
@@ -99,9 +100,10 @@ func oneLine(s string) string {
 
 // app carries the environment and the global flags to every command.
 type app struct {
-	env     Env
-	addr    string
-	timeout time.Duration
+	env      Env
+	addr     string
+	timeout  time.Duration
+	tlsFlags tlsFlags
 	// noSpinner is set by commands with output of their own while calls
 	// run: a prompt (workflow run) or a server's log (listen).
 	noSpinner bool
@@ -141,12 +143,13 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.addr, "addr", "", "engine-svc address (default $"+client.EngineAddrEnv+" or "+client.DefaultEngineAddr+")")
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", DefaultTimeout, "how long to wait for engine-svc to answer")
+	a.addTLSFlags(root)
 	run := a.runCommand()
 	run.AddCommand(a.runRespondCommand(), a.runAdvanceCommand(), a.runAbandonCommand(), a.runInspectCommand(),
 		a.runReclaimCommand(), a.runDrainCommand(), a.runResumeCommand(), a.runPurgeCommand(), a.runExportCommand(), a.runAttemptsCommand(), a.runDiffCommand(), a.runReplayCommand(), a.runCleanupCommand(),
 		a.runGcCommand(), a.runReconcileCommand(), a.runMigrateCommand())
 	root.AddCommand(a.workflowCommand(), run, a.serveCommand(), a.mcpCommand())
-	root.AddCommand(a.agentCommand())
+	root.AddCommand(a.agentCommand(), a.tlsCommand())
 	root.AddCommand(a.listenCommand(), a.webhookRemovedCommand())
 	return root
 }
@@ -167,7 +170,11 @@ func (a *app) engine(ctx context.Context) (realmv1.EngineServiceClient, func(), 
 	dctx, cancel := context.WithTimeout(ctx, min(dialTimeout, a.timeout))
 	defer cancel()
 	addr := a.engineAddr()
-	var opts []grpc.DialOption
+	transport, err := a.transport(addr, mtls.RoleEngine)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	opts := []grpc.DialOption{transport}
 	if sp := newSpinner(a.env.Stderr, a.env.Getenv); sp != nil && !a.noSpinner {
 		opts = append(opts, grpc.WithChainUnaryInterceptor(sp.interceptor()))
 	}

@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/realm-go/realm/listen-svc/dedup"
 	"github.com/realm-go/realm/listen-svc/webhook"
+	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/redisconn"
 	"github.com/realm-go/realm/pkg/source"
 )
@@ -207,7 +207,11 @@ func (a *app) listen(ctx context.Context, f *listenFlags, args []string) error {
 		log.Info("listen: expired gates are enacted by engine-svc's own sweeper (engine-svc --sweep-interval); this listener adds no second sweep")
 	}
 	agentAddr := a.agentAddr(&agentFlags{agentAddr: f.agentAddr})
-	agentConn, err := grpc.NewClient(agentAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	toAgent, err := a.transport(agentAddr, mtls.RoleFrontDoor)
+	if err != nil {
+		return err
+	}
+	agentConn, err := client.NewConn(agentAddr, toAgent)
 	if err != nil {
 		return &exitError{code: ExitUnreachable, msg: fmt.Sprintf("Error: cannot reach agent-svc at %s: %v", agentAddr, err)}
 	}

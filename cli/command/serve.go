@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/realm-go/realm/mcp-svc/mcpserver"
+	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/version"
 )
 
@@ -74,7 +74,11 @@ func (a *app) mcpServer(ch realmv1.Channel, logPrefix string) (*mcpserver.Server
 		return nil, func() {}, refuse("%s%v", logPrefix, err)
 	}
 	addr := a.engineAddr()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	transport, err := a.transport(addr, mtls.RoleEngine)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	conn, err := client.NewConn(addr, transport)
 	if err != nil {
 		return nil, func() {}, &exitError{code: ExitUnreachable, msg: fmt.Sprintf("Error: cannot reach engine-svc at %s: %v", addr, err)}
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
 	"slices"
@@ -15,12 +16,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/mtls"
 )
 
 // DefaultEngineAddr is where engine-svc listens unless told otherwise.
@@ -55,14 +56,21 @@ const MaxAnswerBytes = 64 << 20
 // NewConn returns a client connection to addr without connecting (it
 // connects on the first call). addr is one host:port, or several separated
 // by commas: calls are then spread over every replica that answers
-// (round-robin), and a replica that dies is left out until it is back. The
-// connection is plaintext: the stack's services talk on a private network
-// or loopback.
+// (round-robin), and a replica that dies is left out until it is back.
+//
+// The connection is mutual TLS when REALM_TLS_CERT, REALM_TLS_KEY and
+// REALM_TLS_CA name files (each replica's certificate must be valid for
+// the host dialled), else plaintext; a Transport option in opts decides
+// instead.
 //
 // Answers may be up to MaxAnswerBytes: a run's export carries its outputs
 // and its evidence (which repeats them), past gRPC's 4 MiB default.
 func NewConn(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+	transport, err := Transport(mtls.FromEnv(nil))
+	if err != nil {
+		return nil, err
+	}
+	opts = append([]grpc.DialOption{transport,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxAnswerBytes))}, opts...)
 	target := addr
 	if addrs := splitAddrs(addr); len(addrs) > 1 && !isTarget(addr) {
@@ -71,7 +79,10 @@ func NewConn(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 		r := manual.NewBuilderWithScheme(replicaScheme)
 		state := resolver.State{}
 		for _, a := range addrs {
-			state.Addresses = append(state.Addresses, resolver.Address{Addr: a})
+			// ServerName: each replica's certificate is checked
+			// against the host it was dialled by, not the
+			// resolver's made-up authority.
+			state.Addresses = append(state.Addresses, resolver.Address{Addr: a, ServerName: hostOf(a)})
 		}
 		r.InitialState(state)
 		target = replicaScheme + ":///engines"
@@ -102,6 +113,14 @@ const replicaScheme = "realm-engines"
 
 // roundRobin is the service config of a connection to several replicas.
 const roundRobin = `{"loadBalancingConfig": [{"round_robin": {}}]}`
+
+// hostOf is addr's host, or addr when it has no port.
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
 
 // splitAddrs splits a comma-separated address list, dropping blanks.
 func splitAddrs(addr string) []string {
@@ -199,6 +218,13 @@ func Cause(err error) string {
 	msg = strings.Join(strings.Fields(msg), " ")
 	if m := dialWrapping.FindStringSubmatch(msg); m != nil {
 		msg = m[1]
+	}
+	switch {
+	case strings.Contains(msg, "error reading server preface"):
+		// A plaintext client hung up on by a TLS server.
+		msg += " (the server may require mutual TLS: give --tls-cert, --tls-key and --tls-ca, or REALM_TLS_CERT, REALM_TLS_KEY and REALM_TLS_CA; docs/security.md)"
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		msg += " (the server speaks plaintext: it serves without TLS, on loopback; call it without TLS files)"
 	}
 	return msg
 }

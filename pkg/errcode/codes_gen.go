@@ -116,6 +116,10 @@ const (
 	EngineReleaseLineMismatch Code = "ENGINE_RELEASE_LINE_MISMATCH"
 	// EngineReleaseLineUndeclared: A host-provided store declares no release line.
 	EngineReleaseLineUndeclared Code = "ENGINE_RELEASE_LINE_UNDECLARED"
+	// EngineUnauthenticated: A gRPC call reached a service that serves mutual TLS without a client certificate from the Realm CA naming a role; nothing was done (docs/security.md). (The original never raises it.)
+	EngineUnauthenticated Code = "ENGINE_UNAUTHENTICATED"
+	// EnginePermissionDenied: The caller's certificate names a role that may not make this call, or a runner registered a capability its certificate does not grant; nothing was done (docs/security.md). (The original never raises it.)
+	EnginePermissionDenied Code = "ENGINE_PERMISSION_DENIED"
 	// GateMessageUnresolvable: A gate message template references a missing value; the step stops before the gate opens.
 	GateMessageUnresolvable Code = "GATE_MESSAGE_UNRESOLVABLE"
 	// FilterUnknown: A gate message uses an unknown template filter.
@@ -243,6 +247,8 @@ var codeOrder = [...]Code{
 	EngineStepFailed,
 	EngineReleaseLineMismatch,
 	EngineReleaseLineUndeclared,
+	EngineUnauthenticated,
+	EnginePermissionDenied,
 	GateMessageUnresolvable,
 	FilterUnknown,
 	AdapterOpUnsupported,
@@ -786,6 +792,24 @@ var catalogue = map[Code]Info{
 		Raised:      true,
 		GRPC:        codes.FailedPrecondition,
 		Meaning:     "A host-provided store declares no release line.",
+	},
+	EngineUnauthenticated: {
+		Code:        EngineUnauthenticated,
+		Category:    CategoryEngine,
+		AgentAction: ActionStop,
+		Retryable:   false,
+		Raised:      true,
+		GRPC:        codes.Unauthenticated,
+		Meaning:     "A gRPC call reached a service that serves mutual TLS without a client certificate from the Realm CA naming a role; nothing was done (docs/security.md). (The original never raises it.)",
+	},
+	EnginePermissionDenied: {
+		Code:        EnginePermissionDenied,
+		Category:    CategoryEngine,
+		AgentAction: ActionStop,
+		Retryable:   false,
+		Raised:      true,
+		GRPC:        codes.PermissionDenied,
+		Meaning:     "The caller's certificate names a role that may not make this call, or a runner registered a capability its certificate does not grant; nothing was done (docs/security.md). (The original never raises it.)",
 	},
 	GateMessageUnresolvable: {
 		Code:        GateMessageUnresolvable,

@@ -99,7 +99,7 @@ func TestCatalogueHoldsTheCodesTheSpecLists(t *testing.T) {
 	t.Parallel()
 	wantRaised := map[Category]int{
 		CategoryNetwork: 1, CategoryService: 7, CategoryState: 25,
-		CategoryValidation: 11, CategoryEngine: 26, CategoryResource: 3,
+		CategoryValidation: 11, CategoryEngine: 28, CategoryResource: 3,
 	}
 	gotRaised := map[Category]int{}
 	raised, never := 0, 0
@@ -111,8 +111,8 @@ func TestCatalogueHoldsTheCodesTheSpecLists(t *testing.T) {
 			never++
 		}
 	}
-	if raised != 73 || never != 14 {
-		t.Errorf("raised %d, never raised %d; want 73 and 14", raised, never)
+	if raised != 75 || never != 14 {
+		t.Errorf("raised %d, never raised %d; want 75 and 14", raised, never)
 	}
 	for c, n := range wantRaised {
 		if gotRaised[c] != n {

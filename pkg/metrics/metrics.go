@@ -69,7 +69,11 @@ func (s *Server) Wait() error { return <-s.done }
 // Serve listens on addr and serves /metrics (and /healthz) until ctx ends,
 // then shuts down within a few seconds. An empty addr serves nothing and
 // returns nil, nil.
-func Serve(ctx context.Context, log *slog.Logger, addr string, g prometheus.Gatherer) (*Server, error) {
+//
+// With ready it also serves GET /readyz: 200 while every ready check
+// passes, 503 with the first failure otherwise. Kubernetes probes use it
+// where gRPC health cannot be asked (a gRPC probe does not speak TLS).
+func Serve(ctx context.Context, log *slog.Logger, addr string, g prometheus.Gatherer, ready ...Ready) (*Server, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -82,6 +86,17 @@ func Serve(ctx context.Context, log *slog.Logger, addr string, g prometheus.Gath
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	if len(ready) > 0 {
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+			for _, check := range ready {
+				if err := check(r.Context()); err != nil {
+					http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+					return
+				}
+			}
+			_, _ = w.Write([]byte("ready\n"))
+		})
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s := &Server{addr: lis.Addr().String(), done: make(chan error, 1)}
 	serveErr := make(chan error, 1)

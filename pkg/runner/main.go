@@ -6,14 +6,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/realm-go/realm/pkg/handler"
 	"github.com/realm-go/realm/pkg/logging"
+	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/tracing"
 )
 
@@ -33,6 +36,9 @@ const (
 type Flags struct {
 	Options
 	Manifest string
+	// Capabilities prints the capabilities served, as the URI SANs a
+	// runner certificate must grant (realm:handler:<name>), and exits.
+	Capabilities bool
 }
 
 // RegisterFlags defines the runner flags on fs (-name, -engine-addr,
@@ -57,6 +63,8 @@ func registerFlags(fs *flag.FlagSet, f *Flags, getenv func(string) string) error
 		withEnv("how long running steps may finish after a stop signal", ShutdownTimeoutEnv))
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", f.MetricsAddr, withEnv("serve Prometheus /metrics on this address (empty: off)", MetricsAddrEnv))
 	fs.StringVar(&f.Manifest, "manifest", f.Manifest, withEnv("a deployment manifest (realm.yaml) whose handlers or adapters to serve too", ManifestEnv))
+	fs.BoolVar(&f.Capabilities, "capabilities", false, "print the handlers and adapters served, as the URI SANs its certificate must grant (realm:handler:<name>), and exit")
+	f.TLS.RegisterFlags(fs, true, getenv)
 
 	// Set now, so the help shows the built-in default and a flag given on
 	// the command line still wins when fs is parsed.
@@ -123,6 +131,27 @@ func Main(p Program) {
 	}
 }
 
+// printCapabilities writes one grant URI per line: handlers, then
+// adapters, each sorted.
+func printCapabilities(w io.Writer, o Options, regs []Registration) error {
+	var hs []string
+	for _, r := range regs {
+		hs = append(hs, mtls.GrantURI(mtls.KindHandler, r.Name))
+	}
+	slices.Sort(hs)
+	as := make([]string, 0, len(o.Adapters))
+	for name := range o.Adapters {
+		as = append(as, mtls.GrantURI(mtls.KindAdapter, name))
+	}
+	slices.Sort(as)
+	for _, g := range append(hs, as...) {
+		if _, err := fmt.Fprintln(w, g); err != nil {
+			return err
+		}
+	}
+	return flag.ErrHelp
+}
+
 // usageError is a command line the flags refused.
 type usageError struct{ error }
 
@@ -176,6 +205,10 @@ func run(ctx context.Context, args []string, p Program, getenv func(string) stri
 		if err := p.Setup(ctx, f); err != nil {
 			return err
 		}
+	}
+
+	if f.Capabilities {
+		return printCapabilities(os.Stdout, f.Options, regs)
 	}
 
 	shutdownTracing, err := tracing.Setup(ctx, f.Name)

@@ -28,6 +28,7 @@ import (
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/handler"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/tracing"
 )
 
@@ -115,6 +116,12 @@ type Options struct {
 	// Logger receives registration and panic reports (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// TLS, when it names files, serves mutual TLS: only the engine's
+	// certificate (role engine) may call the runner, and the runner
+	// presents its own certificate, whose URI SANs grant what it
+	// registers, to the engine. Without it the runner serves plaintext,
+	// on a loopback address only.
+	TLS mtls.Files
 	// MetricsAddr, when set, serves Prometheus /metrics there: the runner's
 	// gRPC server metrics (handler calls by code and latency) and the Go
 	// runtime's.
@@ -138,6 +145,20 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Policy is who may call a runner: the engine (and an operator, to
+// debug); the health check is open.
+func Policy(name string) mtls.Policy {
+	return mtls.Policy{
+		Service: "runner " + name,
+		Rules:   map[string][]mtls.Role{"/realm.v1.RunnerService/": {mtls.RoleEngine, mtls.RoleOperator}},
+		Open:    []string{"/grpc.health.v1.Health/"},
+		Describe: map[mtls.Role]string{
+			mtls.RoleRunner:    "may call only engine-svc's capability registry",
+			mtls.RoleFrontDoor: "calls engine-svc, not runners",
+		},
+	}
+}
+
 // Serve runs a runner until ctx ends: it checks the registrations (a name
 // declared twice is refused before anything starts), listens on
 // opts.Listen, registers with the engine (retrying with backoff until it
@@ -151,20 +172,38 @@ func Serve(ctx context.Context, opts Options, handlers ...Registration) error {
 	if err != nil {
 		return err
 	}
+	// Each call continues the engine's trace (a no-op until tracing.Setup
+	// configures an exporter).
+	serverOpts := append([]grpc.ServerOption{tracing.ServerHandler()}, opts.ServerOptions...)
+	dialOpts := opts.DialOptions
+	if opts.TLS.Configured() {
+		creds, err := opts.TLS.ServerCredentials()
+		if err != nil {
+			return fmt.Errorf("runner: %w", err)
+		}
+		serverOpts = append(serverOpts, Policy(opts.Name).ServerOptions(creds)...)
+		// The engine's certificate, not another runner's, answers.
+		transport, err := client.Transport(opts.TLS, mtls.RoleEngine)
+		if err != nil {
+			return fmt.Errorf("runner: %w", err)
+		}
+		dialOpts = append([]grpc.DialOption{transport}, dialOpts...)
+	} else if err := mtls.CheckPlaintext("runner "+opts.Name, opts.Listen); err != nil {
+		return err
+	} else {
+		opts.Logger.Warn(mtls.PlaintextWarning("runner "+opts.Name, opts.Listen))
+	}
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return fmt.Errorf("runner: listen on %s: %w", opts.Listen, err)
 	}
-	conn, err := client.NewConn(opts.EngineAddr, opts.DialOptions...)
+	conn, err := client.NewConn(opts.EngineAddr, dialOpts...)
 	if err != nil {
 		lis.Close()
 		return fmt.Errorf("runner: engine address %s: %w", opts.EngineAddr, err)
 	}
 	defer conn.Close()
 
-	// Each call continues the engine's trace (a no-op until tracing.Setup
-	// configures an exporter).
-	serverOpts := append([]grpc.ServerOption{tracing.ServerHandler()}, opts.ServerOptions...)
 	if opts.MetricsAddr != "" {
 		mreg := metrics.NewRegistry()
 		serverOpts = append(serverOpts, metrics.GRPCServer(mreg)...)

@@ -40,6 +40,7 @@ import (
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/logging"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/redisconn"
 	"github.com/realm-go/realm/pkg/tracing"
 )
@@ -57,6 +58,18 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// agentPolicy is who may call agent-svc: a front door (listen-svc) or an
+// operator (realm agent) may start a drive; the health check is open.
+var agentPolicy = mtls.Policy{
+	Service: "agent-svc",
+	Rules:   map[string][]mtls.Role{"/realm.v1.AgentService/DriveRun": {mtls.RoleFrontDoor, mtls.RoleOperator}},
+	Open:    []string{"/grpc.health.v1.Health/"},
+	Describe: map[mtls.Role]string{
+		mtls.RoleRunner: "may call only engine-svc's capability registry",
+		mtls.RoleEngine: "is engine-svc's own and calls only runners",
+	},
 }
 
 func run(log *slog.Logger) error {
@@ -78,8 +91,32 @@ func run(log *slog.Logger) error {
 		}
 	}
 	flag.Var(&allowURLs, "allow-base-url", "a base `url` (and the paths below it) a drive may name besides the providers' official endpoints and OPENAI_BASE_URL/ANTHROPIC_BASE_URL; repeatable (env REALM_AGENT_ALLOW_BASE_URLS, comma-separated)")
-	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off) (env REALM_METRICS_LISTEN)")
+	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics, /healthz and /readyz on this address (empty: off) (env REALM_METRICS_LISTEN)")
+	var tlsFiles mtls.Files
+	tlsFiles.RegisterFlags(flag.CommandLine, true, nil)
 	flag.Parse()
+	// Mutual TLS both ways (callers to it, it to engine-svc), or
+	// plaintext on loopback only.
+	var serverOpts []grpc.ServerOption
+	if tlsFiles.Configured() {
+		creds, err := tlsFiles.ServerCredentials()
+		if err != nil {
+			return err
+		}
+		serverOpts = agentPolicy.ServerOptions(creds)
+	} else {
+		if err := mtls.CheckPlaintext("agent-svc", *addr); err != nil {
+			return err
+		}
+		log.Warn(mtls.PlaintextWarning("agent-svc", *addr))
+	}
+	if tlsFiles.CA == "" {
+		tlsFiles.CA = tlsFiles.ClientCA
+	}
+	toEngine, err := client.Transport(tlsFiles, mtls.RoleEngine)
+	if err != nil {
+		return err
+	}
 	if *maxDrives < 1 {
 		return fmt.Errorf("--max-drives must be at least 1")
 	}
@@ -122,7 +159,7 @@ func run(log *slog.Logger) error {
 		log.Info("drive limit is this process's own: no --redis-url, so replicas do not share it", "max_drives", *maxDrives)
 	}
 
-	conn, err := client.NewConn(*engineAddr, append(metrics.GRPCClient(mreg), tracing.ClientHandler())...)
+	conn, err := client.NewConn(*engineAddr, append(metrics.GRPCClient(mreg), tracing.ClientHandler(), toEngine)...)
 	if err != nil {
 		return fmt.Errorf("engine-svc address %s: %w", *engineAddr, err)
 	}
@@ -150,7 +187,8 @@ func run(log *slog.Logger) error {
 	pickupDone := make(chan struct{})
 	go func() { defer close(pickupDone); svc.Pickup(ctx, *pickupEvery) }()
 	defer func() { <-pickupDone }()
-	msrv, err := metrics.Serve(ctx, log, *metricsAddr, mreg)
+	hs := health.NewServer()
+	msrv, err := metrics.Serve(ctx, log, *metricsAddr, mreg, metrics.HealthReady(hs, "realm.v1.AgentService"))
 	if err != nil {
 		return err
 	}
@@ -158,9 +196,8 @@ func run(log *slog.Logger) error {
 		// Stop first: the listener ends with ctx, and run may return early.
 		defer func() { stop(); _ = msrv.Wait() }()
 	}
-	gs := grpc.NewServer(append(metrics.GRPCServer(mreg), tracing.ServerHandler())...)
+	gs := grpc.NewServer(append(append(metrics.GRPCServer(mreg), tracing.ServerHandler()), serverOpts...)...)
 	realmv1.RegisterAgentServiceServer(gs, svc)
-	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	hs.SetServingStatus("realm.v1.AgentService", healthpb.HealthCheckResponse_SERVING)
 	if *reflect {

@@ -1,6 +1,11 @@
 // Command engine-svc serves the Realm engine over gRPC.
 //
 //	engine-svc [--addr 127.0.0.1:7070] [--data-dir ~/.realm] [--redis-url redis://… | --redis-cluster-addrs a,b,c | --redis-sentinel-addrs a,b --redis-sentinel-master m] [--metrics-addr :9090]
+//	           [--tls-cert f --tls-key f --tls-client-ca f [--tls-ca f]]
+//
+// With the TLS files every caller must present a certificate from the
+// Realm CA naming its role (docs/security.md); without them it serves
+// plaintext on a loopback address only.
 //
 // Without a Redis (--redis-url, --redis-cluster-addrs or --redis-sentinel-addrs,
 // or their env) it runs an embedded Redis persisted
@@ -23,6 +28,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -32,9 +38,11 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/server"
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/engine-svc/internal/store/embedded"
+	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/logging"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/redisconn"
 	"github.com/realm-go/realm/pkg/tracing"
 )
@@ -79,8 +87,37 @@ func run(log *slog.Logger) error {
 	flag.Usage = usageHiding("claim-window")
 	storePing := flag.Duration("store-ping-interval", time.Second, "how often readiness pings the store: NOT_SERVING while it fails (0 turns the check off)")
 	reflect := flag.Bool("reflection", false, "serve gRPC server reflection (for grpcurl and the like); off by default")
-	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address (empty: off) (env REALM_METRICS_LISTEN)")
+	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics, /healthz and /readyz on this address (empty: off) (env REALM_METRICS_LISTEN)")
+	var tlsFiles mtls.Files
+	tlsFiles.RegisterFlags(flag.CommandLine, true, nil)
 	flag.Parse()
+
+	// Mutual TLS, or plaintext on loopback only: decided before anything
+	// is opened, so a refusal leaves nothing half-started.
+	var serverOpts []grpc.ServerOption
+	runnerTransport := grpc.WithTransportCredentials(insecure.NewCredentials())
+	if tlsFiles.Configured() {
+		creds, err := tlsFiles.ServerCredentials()
+		if err != nil {
+			return err
+		}
+		serverOpts = server.Policy().ServerOptions(creds)
+		// The engine calls runners with the same certificate, and wants
+		// a runner's certificate back.
+		rf := tlsFiles
+		if rf.CA == "" {
+			rf.CA = rf.ClientCA
+		}
+		if runnerTransport, err = client.Transport(rf, mtls.RoleRunner); err != nil {
+			return err
+		}
+		log.Info("mutual TLS on: every caller presents a certificate from the Realm CA", "cert", tlsFiles.Cert)
+	} else {
+		if err := mtls.CheckPlaintext("engine-svc", *addr); err != nil {
+			return err
+		}
+		log.Warn(mtls.PlaintextWarning("engine-svc", *addr))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -125,7 +162,8 @@ func run(log *slog.Logger) error {
 	}
 
 	reg := registry.New(client, *prefix, nil, 0)
-	msrv, err := metrics.Serve(ctx, log, *metricsAddr, mreg)
+	hs := health.NewServer()
+	msrv, err := metrics.Serve(ctx, log, *metricsAddr, mreg, metrics.HealthReady(hs, "realm.v1.EngineService"))
 	if err != nil {
 		return err
 	}
@@ -133,16 +171,16 @@ func run(log *slog.Logger) error {
 		// Stop first: the listener ends with ctx, and run may return early.
 		defer func() { stop(); _ = msrv.Wait() }()
 	}
-	eng := engine.New(engine.Options{Store: st, Logger: log, Registry: reg, ClaimWindow: *claimWindow, Metrics: mreg, RunnerDialOptions: metrics.GRPCClient(mreg)})
+	eng := engine.New(engine.Options{Store: st, Logger: log, Registry: reg, ClaimWindow: *claimWindow, Metrics: mreg,
+		RunnerDialOptions: append(metrics.GRPCClient(mreg), runnerTransport)})
 	defer eng.Close()
 	if *sweep > 0 {
 		// The sweeper stops with ctx; many replicas may sweep at once.
 		go eng.RunSweeper(ctx, *sweep)
 	}
-	gs := grpc.NewServer(append(metrics.GRPCServer(mreg), tracing.ServerHandler())...)
+	gs := grpc.NewServer(append(append(metrics.GRPCServer(mreg), tracing.ServerHandler()), serverOpts...)...)
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
 	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
-	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	hs.SetServingStatus("realm.v1.EngineService", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus("realm.v1.RegistryService", healthpb.HealthCheckResponse_SERVING)

@@ -42,6 +42,9 @@ type Runner struct {
 	Handlers []Handler `json:"handlers"`
 	Adapters []string  `json:"adapters,omitempty"`
 	Expires  time.Time `json:"expires"`
+	// Owner is the name on the certificate that registered the runner
+	// (mutual TLS): only it may renew or deregister the runner.
+	Owner string `json:"owner,omitempty"`
 	// LeaseMS is the lease the runner registered with, which every
 	// renewal grants again (0 in records written before it was kept).
 	LeaseMS int64 `json:"lease_ms,omitempty"`
@@ -149,6 +152,22 @@ func (g *Registry) Renew(ctx context.Context, id string, fallback time.Duration)
 		return time.Time{}, ErrNotFound
 	}
 	return r.Expires, nil
+}
+
+// Get is one registered runner, ErrNotFound when its lease has lapsed.
+func (g *Registry) Get(ctx context.Context, id string) (*Runner, error) {
+	raw, err := g.c.Get(ctx, g.runnerKey(id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registry: get: %w", err)
+	}
+	var r Runner
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("registry: get: %w", err)
+	}
+	return &r, nil
 }
 
 // Deregister removes a runner at once.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/realm-go/realm/engine-svc/internal/registry"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/mtls"
 )
 
 // Registry implements realmv1.RegistryServiceServer over the shared registry.
@@ -55,6 +56,12 @@ func (s *Registry) Register(ctx context.Context, req *realmv1.RegisterRequest) (
 	}
 	seen := map[string]bool{}
 	r := registry.Runner{Name: req.GetRunnerName(), Endpoint: req.GetEndpoint(), Adapters: req.GetAdapters()}
+	if err := mayServe(ctx, req); err != nil {
+		return nil, err
+	}
+	if id, ok := mtls.FromContext(ctx); ok {
+		r.Owner = id.Name
+	}
 	for _, h := range req.GetHandlers() {
 		if h.GetName() == "" {
 			return nil, status.Error(codes.InvalidArgument, "a handler needs a name")
@@ -86,6 +93,9 @@ func (s *Registry) Register(ctx context.Context, req *realmv1.RegisterRequest) (
 }
 
 func (s *Registry) Renew(ctx context.Context, req *realmv1.RenewRequest) (*realmv1.RenewResponse, error) {
+	if err := s.owns(ctx, "Renew", req.GetRunnerId()); err != nil {
+		return nil, err
+	}
 	// The runner's own lease, as registered (and clamped then).
 	exp, err := s.reg.Renew(ctx, req.GetRunnerId(), defaultLease)
 	if errors.Is(err, registry.ErrNotFound) {
@@ -98,6 +108,9 @@ func (s *Registry) Renew(ctx context.Context, req *realmv1.RenewRequest) (*realm
 }
 
 func (s *Registry) Deregister(ctx context.Context, req *realmv1.DeregisterRequest) (*realmv1.DeregisterResponse, error) {
+	if err := s.owns(ctx, "Deregister", req.GetRunnerId()); err != nil {
+		return nil, err
+	}
 	if err := s.reg.Deregister(ctx, req.GetRunnerId()); err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}

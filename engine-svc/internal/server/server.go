@@ -13,6 +13,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/engine"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/mtls"
 )
 
 // Server implements realmv1.EngineServiceServer.
@@ -219,6 +220,10 @@ func (s *Server) PurgeRun(ctx context.Context, req *realmv1.PurgeRunRequest) (*r
 func (s *Server) ExportRun(ctx context.Context, req *realmv1.ExportRunRequest) (*realmv1.ExportRunResponse, error) {
 	if err := required("run_id", req.GetRunId()); err != nil {
 		return nil, err
+	}
+	if id, ok := mtls.FromContext(ctx); ok && req.GetWithSecrets() && id.Role != mtls.RoleOperator {
+		// The claim tokens would let a front door settle steps it did not claim.
+		return nil, mtls.Refuse("engine-svc refused EngineService.ExportRun with secrets from %s: role %s may export a run only without its tokens; with_secrets needs role operator. Nothing was exported.", id.Name, id.Role)
 	}
 	resp, err := s.e.ExportRun(ctx, req)
 	return resp, grpcErr(err)

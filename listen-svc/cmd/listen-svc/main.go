@@ -38,6 +38,7 @@ import (
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/redisconn"
 	"github.com/realm-go/realm/pkg/tracing"
 )
@@ -73,12 +74,22 @@ func run(f flags) error {
 
 	reg := metrics.NewRegistry()
 	dial := append(metrics.GRPCClient(reg), tracing.ClientHandler())
-	engConn, err := client.NewConn(f.engineAddr, dial...)
+	// Its certificate (role front-door) for both: engine-svc's must state
+	// role engine, agent-svc's role front-door.
+	toEngine, err := client.Transport(f.tls, mtls.RoleEngine)
+	if err != nil {
+		return err
+	}
+	toAgent, err := client.Transport(f.tls, mtls.RoleFrontDoor)
+	if err != nil {
+		return err
+	}
+	engConn, err := client.NewConn(f.engineAddr, append(dial, toEngine)...)
 	if err != nil {
 		return fmt.Errorf("engine-svc address %s: %w", f.engineAddr, err)
 	}
 	defer engConn.Close()
-	agentConn, err := client.NewConn(f.agentAddr, dial...)
+	agentConn, err := client.NewConn(f.agentAddr, append(dial, toAgent)...)
 	if err != nil {
 		return fmt.Errorf("agent-svc address %s: %w", f.agentAddr, err)
 	}
@@ -155,6 +166,7 @@ type flags struct {
 	sweep                       int
 	refresh                     time.Duration
 	rateLimit                   *trigger.RateLimit
+	tls                         mtls.Files
 }
 
 // parseFlags reads the command line (-name value, -name=value, and the same
@@ -207,6 +219,7 @@ func parseFlags(args []string, out io.Writer) (flags, error) {
 		}
 		return d, nil
 	}), "refresh", "how often (a `duration`) the registered workflows are re-read")
+	v.tls.RegisterFlags(fs, false, nil)
 	if err := fs.Parse(args); err != nil {
 		return v, err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/tracing"
 	"github.com/realm-go/realm/pkg/version"
 )
@@ -60,11 +61,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	devFlag := fs.Bool("dev", false, "disable the token check (local development only) (env "+mcpserver.DevEnv+"=1)")
 	metricsAddr := fs.String("metrics-addr", getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address, apart from /mcp (empty: off) (env REALM_METRICS_LISTEN)")
 	origins := fs.String("allowed-origins", getenv("REALM_MCP_ALLOWED_ORIGINS"), "comma-separated browser origins accepted besides loopback ones (env REALM_MCP_ALLOWED_ORIGINS)")
+	var tlsFiles mtls.Files
+	tlsFiles.RegisterFlags(fs, false, getenv)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // -help: the usage is printed, and that is all
 		}
 		return err
+	}
+	// Its certificate (role front-door) for engine-svc, whose own must
+	// state role engine.
+	transport, err := client.Transport(tlsFiles, mtls.RoleEngine)
+	if err != nil {
+		return fmt.Errorf("%s%w", logPrefix, err)
 	}
 
 	dev := mcpserver.DevMode(*devFlag, getenv)
@@ -85,7 +94,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// says it cannot reach it. "host:port,host:port" spreads calls over
 	// engine replicas (round-robin).
 	reg := metrics.NewRegistry()
-	conn, err := client.NewConn(*engineAddr, append(metrics.GRPCClient(reg), tracing.ClientHandler())...)
+	conn, err := client.NewConn(*engineAddr, append(metrics.GRPCClient(reg), tracing.ClientHandler(), transport)...)
 	if err != nil {
 		return fmt.Errorf("Error: cannot reach engine-svc at %s: %w", *engineAddr, err)
 	}

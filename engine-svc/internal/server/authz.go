@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/realm-go/realm/engine-svc/internal/registry"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/mtls"
+)
+
+// frontDoor are the EngineService calls of the run acts: what mcp-svc,
+// listen-svc and agent-svc make. The operator's verbs (resume, drain,
+// purge, reclaim, gc, reconcile, stamp, migrate) are not among them.
+var frontDoor = []string{
+	"ValidateWorkflow", "RegisterWorkflow", "ListWorkflows", "GetWorkflowProtocol", "CreateWorkflow",
+	"StartRun", "StartRunBatch", "ExecuteStep", "SubmitHumanResponse", "AdvanceRun", "GetRunState",
+	"AbandonRun", "AppendTrace", "ListRuns", "InspectRun", "ExportRun", "ClaimStep", "ReleaseClaim",
+	"RecordDriveFailure", "SealSpawnFailure",
+}
+
+// Policy is who may call what on engine-svc (docs/security.md, "Roles").
+// A method not named is the operator's alone, so a new RPC is closed
+// until someone decides otherwise.
+func Policy() mtls.Policy {
+	rules := map[string][]mtls.Role{
+		"/realm.v1.RegistryService/Register":   {mtls.RoleRunner, mtls.RoleOperator},
+		"/realm.v1.RegistryService/Renew":      {mtls.RoleRunner, mtls.RoleOperator},
+		"/realm.v1.RegistryService/Deregister": {mtls.RoleRunner, mtls.RoleOperator},
+	}
+	for _, m := range frontDoor {
+		rules["/realm.v1.EngineService/"+m] = []mtls.Role{mtls.RoleFrontDoor, mtls.RoleOperator}
+	}
+	return mtls.Policy{
+		Service: "engine-svc",
+		Rules:   rules,
+		Open:    []string{"/grpc.health.v1.Health/"},
+		Describe: map[mtls.Role]string{
+			mtls.RoleRunner:    "may call only the capability registry (RegistryService.Register, Renew and Deregister)",
+			mtls.RoleFrontDoor: "may call only the run acts (start, execute, respond, advance, state, abandon, trace, list, inspect, export, register and create workflows)",
+			mtls.RoleEngine:    "is engine-svc's own and calls only runners",
+		},
+	}
+}
+
+// mayServe refuses a runner certificate's registration of a handler or
+// adapter the certificate does not grant: a runner cannot take over
+// another's handler and receive its steps' input.
+func mayServe(ctx context.Context, req *realmv1.RegisterRequest) error {
+	id, ok := mtls.FromContext(ctx)
+	if !ok || id.Role != mtls.RoleRunner {
+		return nil
+	}
+	var refused []string
+	for _, h := range req.GetHandlers() {
+		if !id.May(mtls.KindHandler, h.GetName()) {
+			refused = append(refused, "handler "+h.GetName())
+		}
+	}
+	for _, a := range req.GetAdapters() {
+		if !id.May(mtls.KindAdapter, a) {
+			refused = append(refused, "adapter "+a)
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	grants := "none"
+	if len(id.Grants) > 0 {
+		grants = strings.Join(id.Grants, ", ")
+	}
+	return mtls.Refuse("engine-svc refused RegistryService.Register from %s: its certificate does not grant %s (it grants: %s). Nothing was registered; issue the runner a certificate whose URI SANs name them (realm:handler:<name>, realm:adapter:<name>).",
+		id.Name, strings.Join(refused, ", "), grants)
+}
+
+// owns refuses a runner certificate's renewal or deregistration of a
+// runner another certificate registered.
+func (s *Registry) owns(ctx context.Context, verb, runnerID string) error {
+	id, ok := mtls.FromContext(ctx)
+	if !ok || id.Role != mtls.RoleRunner {
+		return nil
+	}
+	r, err := s.reg.Get(ctx, runnerID)
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil // the verb itself says it is not registered
+	}
+	if err != nil {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	if r.Owner != id.Name {
+		return mtls.Refuse("engine-svc refused RegistryService.%s from %s: runner %s was registered by another certificate. Nothing was changed.", verb, id.Name, runnerID)
+	}
+	return nil
+}
