@@ -17,6 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/realm-go/realm/listen-svc/dedup"
+	"github.com/realm-go/realm/listen-svc/ratelimit"
+	"github.com/realm-go/realm/listen-svc/trigger"
 	"github.com/realm-go/realm/listen-svc/webhook"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -29,7 +31,7 @@ import (
 const listenGrace = 10 * time.Second
 
 // listenFlags are the original's 11 flags (listen spec §2.1), plus where
-// agent-svc listens.
+// agent-svc listens and listen-svc's default rate limit.
 type listenFlags struct {
 	port, host                  string
 	maxBodyBytes, bodyTimeoutMs string
@@ -38,7 +40,10 @@ type listenFlags struct {
 	provider, model, llmTimeout string
 	sweep                       string
 	agentAddr                   string
+	rateLimit                   string
 	redis                       redisconn.Flags
+	// limit is rateLimit parsed by checkListenFlags (nil: no default limit).
+	limit *trigger.RateLimit
 }
 
 func (a *app) listenCommand() *cobra.Command {
@@ -49,8 +54,9 @@ func (a *app) listenCommand() *cobra.Command {
 		Long: "Serve each given workflow's trigger: block (folders holding workflow.yaml, or .yaml files; none: the\n" +
 			"current folder) over plaintext HTTP. Each request is verified, filtered and deduplicated; an accepted\n" +
 			"one creates a run through engine-svc and hands it to agent-svc (realm agent's driver) with --model.\n" +
-			"Delivery ids are kept in Redis when one is given (--redis-url, --redis-cluster-addrs or\n" +
-			"--redis-sentinel-addrs, or their env), else in this process's memory.\n" +
+			"Delivery ids and rate limits (a trigger's rate_limit, else --rate-limit) are kept in Redis when one\n" +
+			"is given (--redis-url, --redis-cluster-addrs or --redis-sentinel-addrs, or their env), shared with\n" +
+			"every other listener on it, else in this process's memory.\n" +
 			"Expired gates are enacted by engine-svc's own sweeper; --sweep-expired-gates is accepted for parity.",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.listen(cmd.Context(), f, args)
@@ -69,6 +75,7 @@ func (a *app) listenCommand() *cobra.Command {
 	fl.StringVar(&f.llmTimeout, "llm-timeout", "", "passed to each drive: seconds per model request")
 	fl.StringVar(&f.sweep, "sweep-expired-gates", "", "every N seconds, enact due gates (engine-svc already does)")
 	fl.StringVar(&f.agentAddr, "agent-addr", "", "agent-svc address (default $"+AgentAddrEnv+" or "+DefaultAgentAddr+")")
+	fl.StringVar(&f.rateLimit, "rate-limit", "off", "requests a second (per_second[:burst], e.g. 10:20) each trigger without its own rate_limit serves, shared through Redis when one is given; more get 429 with Retry-After (off: no limit)")
 	// The services' own Redis flags, through a Go flag set pflag adopts.
 	gfs := flag.NewFlagSet("listen", flag.ContinueOnError)
 	f.redis.Register(gfs, a.env.Getenv, "Redis keeping delivery ids with --dedup-store file")
@@ -131,6 +138,12 @@ func checkListenFlags(f *listenFlags) error {
 			return refuse("error: option '--sweep-expired-gates <seconds>' argument '%s' is invalid. --sweep-expired-gates must be a positive integer number of seconds.", f.sweep)
 		}
 	}
+	// listen-svc's parser: the flag means the same in both listeners.
+	limit, err := webhook.ParseRateLimit(f.rateLimit)
+	if err != nil {
+		return refuse("error: option '--rate-limit <per_second[:burst]>' argument '%s' is invalid. %v.", f.rateLimit, err)
+	}
+	f.limit = limit
 	return nil
 }
 
@@ -198,7 +211,11 @@ func (a *app) listen(ctx context.Context, f *listenFlags, args []string) error {
 		}
 	}
 
-	store, closeStore, err := a.listenDedup(ctx, f, log)
+	limited := f.limit != nil
+	for _, m := range table.Mounts() {
+		limited = limited || (m.Trigger.RateLimit != nil && !m.Trigger.RateLimit.Off)
+	}
+	store, shared, closeStore, err := a.listenDedup(ctx, f, limited, log)
 	if err != nil {
 		return err
 	}
@@ -233,7 +250,8 @@ func (a *app) listen(ctx context.Context, f *listenFlags, args []string) error {
 	srv := webhook.New(webhook.Options{
 		Catalog: webhook.Static{T: table}, Engine: engine, Dispatcher: agent, Dedup: store, Log: log,
 		MaxConcurrent: maxConc, MaxBodyBytes: maxBody, BodyTimeout: time.Duration(bodyMs) * time.Millisecond,
-		Caller: &realmv1.Caller{By: "realm listen", BySource: "stated"},
+		Caller:    &realmv1.Caller{By: "realm listen", BySource: "stated"},
+		RateLimit: f.limit, SharedLimit: shared,
 	})
 	if !webhook.IsLoopback(f.host) {
 		log.Warn(fmt.Sprintf("listen: binding to non-loopback host '%s' — this server serves plaintext HTTP. Terminate TLS at a reverse proxy before exposing it.", f.host))
@@ -265,17 +283,27 @@ func (a *app) listen(ctx context.Context, f *listenFlags, args []string) error {
 }
 
 // listenDedup picks the delivery-id store: Redis (when given) for --dedup-store
-// file, else this process's memory, said at start.
-func (a *app) listenDedup(ctx context.Context, f *listenFlags, log *webhook.Logger) (dedup.Store, func(), error) {
-	if f.dedupStore == "memory" || !f.redis.Configured() {
+// file, else this process's memory, said at start. When a trigger is
+// limited, the rate limits are shared through the same Redis, whatever
+// --dedup-store says (nil without one: each process limits on its own).
+func (a *app) listenDedup(ctx context.Context, f *listenFlags, limited bool, log *webhook.Logger) (dedup.Store, webhook.SharedLimiter, func(), error) {
+	if !f.redis.Configured() || (f.dedupStore == "memory" && !limited) {
 		if f.dedupStore != "memory" {
 			log.Warn("listen: no Redis given (REDIS_URL, REDIS_CLUSTER_ADDRS or REDIS_SENTINEL_ADDRS): delivery ids are kept in this process's memory (a restart forgets them; the run's idempotency key still matches a repeat)")
 		}
-		return dedup.NewMemory(nil), func() {}, nil
+		return dedup.NewMemory(nil), nil, func() {}, nil
 	}
 	rc, err := f.redis.Open(ctx)
 	if err != nil {
-		return nil, nil, refuse("Error: listen startup failed: %v", err)
+		return nil, nil, nil, refuse("Error: listen startup failed: %v", err)
 	}
-	return dedup.NewRedis(rc, ""), func() { _ = rc.Close() }, nil
+	var store dedup.Store = dedup.NewRedis(rc, "")
+	if f.dedupStore == "memory" {
+		store = dedup.NewMemory(nil)
+	}
+	var shared webhook.SharedLimiter
+	if limited {
+		shared = ratelimit.NewRedis(rc, "")
+	}
+	return store, shared, func() { _ = rc.Close() }, nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/realm-go/realm/engine-svc/enginetest"
 )
 
@@ -38,6 +40,10 @@ func TestListenRefusesBadFlagsAndWorkflowsInTheOriginalsWords(t *testing.T) {
 			"Error: no workflows with a trigger: block to mount."},
 		{"path collision", []string{"listen", "--model", "m", "testdata/listen/open.yaml", "testdata/listen/dup.yaml"},
 			"Error: listen: path collision on '/open' — workflow 'dup' conflicts with 'open'"},
+		{"rate limit not a number", []string{"listen", "--model", "m", "--rate-limit", "fast", "testdata/listen/open.yaml"},
+			"error: option '--rate-limit <per_second[:burst]>' argument 'fast' is invalid. --rate-limit must be <requests per second>[:<burst>] with both above 0 (e.g. 10:20), or off."},
+		{"rate limit burst zero", []string{"listen", "--model", "m", "--rate-limit", "10:0", "testdata/listen/open.yaml"},
+			"error: option '--rate-limit <per_second[:burst]>' argument '10:0' is invalid. --rate-limit must be <requests per second>[:<burst>] with both above 0 (e.g. 10:20), or off."},
 		{"invalid trigger", []string{"listen", "--model", "m", "testdata/listen/badtrigger.yaml"},
 			"Error: failed to load workflow 'testdata/listen/badtrigger.yaml': Invalid workflow: trigger/auth/algorithm must be equal to one of the allowed values"},
 	}
@@ -129,5 +135,70 @@ func TestListenStartsWithTheOriginalsLinesServesAndStopsCleanly(t *testing.T) {
 	}
 	if !strings.HasSuffix(out.String(), `listen: shutting down {"reason":"stop"}`+"\n") {
 		t.Errorf("no shutdown line:\n%s", out.String())
+	}
+}
+
+// startListen runs `realm listen` with args on a free port until the test
+// ends, and returns its address once it serves.
+func startListen(t *testing.T, vars map[string]string, args ...string) string {
+	t.Helper()
+	var out, errb lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, append([]string{"listen", "--model", "m", "--port", "0"}, args...),
+			Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return vars[k] }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("realm listen did not stop")
+		}
+	})
+	ready := regexp.MustCompile(`realm listen on (127\.0\.0\.1:\d+) — `)
+	deadline := time.Now().Add(20 * time.Second)
+	for !ready.MatchString(out.String()) {
+		select {
+		case code := <-done:
+			t.Fatalf("realm listen exited %d:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no ready line:\n%s\nstderr:\n%s", out.String(), errb.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return ready.FindStringSubmatch(out.String())[1]
+}
+
+// --rate-limit is listen-svc's: a trigger without its own rate_limit gets
+// it, the request over it is 429 with Retry-After, and with a Redis every
+// listener on it draws on one bucket. One request in 1000 s: no token
+// comes back during the test. (agent-svc is unreachable, so the request
+// served fails its hand-off: 500, not 429.)
+func TestListenRateLimitIsSharedByListenersOnOneRedis(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	vars := map[string]string{"REALM_ENGINE_ADDR": enginetest.Start(t, "miniredis"), "REALM_AGENT_ADDR": "127.0.0.1:1", "REDIS_URL": "redis://" + m.Addr()}
+	one := startListen(t, vars, "--rate-limit", "0.001:1", "testdata/listen/open.yaml")
+	two := startListen(t, vars, "--rate-limit", "0.001:1", "testdata/listen/open.yaml")
+	post := func(addr string) (int, string) {
+		t.Helper()
+		resp, err := http.Post("http://"+addr+"/open", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	if status, _ := post(one); status == http.StatusTooManyRequests {
+		t.Fatalf("first request: 429, want it served")
+	}
+	for _, addr := range []string{two, one} {
+		if status, retry := post(addr); status != http.StatusTooManyRequests || retry != "1000" {
+			t.Errorf("request to %s after the burst: %d Retry-After %q, want 429 and 1000", addr, status, retry)
+		}
 	}
 }

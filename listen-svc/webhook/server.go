@@ -58,6 +58,9 @@ type Options struct {
 	ClaimPoll time.Duration
 	// RateLimit is the limit of a trigger without rate_limit (nil: none).
 	RateLimit *trigger.RateLimit
+	// SharedLimit, when set, keeps the rate limits' buckets for every
+	// replica (nil: each process limits on its own).
+	SharedLimit SharedLimiter
 }
 
 // Server is the webhook HTTP handler.
@@ -144,7 +147,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		forbidden(w)
 		return
 	}
-	if d := s.limits.wait(m, s.o.RateLimit, s.o.Now()); d > 0 {
+	if d := s.rateLimited(r.Context(), m); d > 0 {
 		s.o.Log.Warn("webhook: rate limited", KV{"path", m.Path})
 		w.Header().Set("Retry-After", retryAfter(d))
 		send(w, http.StatusTooManyRequests, field{"error", "rate_limited"}, field{"status", "rejected"})

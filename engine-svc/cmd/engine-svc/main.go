@@ -77,6 +77,7 @@ func run(log *slog.Logger) error {
 	rf.Register(flag.CommandLine, os.Getenv, "Redis URL; no Redis given runs the embedded store")
 	waitReplicas := flag.Int("redis-wait-replicas", 0, "acknowledge a commit only once WAIT sees this many replicas hold it, so a failover does not lose it (0: off)")
 	buckets := flag.Int("buckets", 256, "run buckets of a new store (fixed once created)")
+	keepVersions := flag.Int("keep-workflow-versions", store.DefaultKeepWorkflowVersions, "versions of each workflow kept (the newest); a registration deletes older ones (0: keep every version)")
 	grace := flag.Duration("shutdown-grace", 60*time.Second, "how long in-flight calls may finish on shutdown")
 	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often the sweeper carries out expired gates that declare on_expiry, frees the stale claims of idempotent steps and drains cleanup no process is delivering (0 turns it off)")
 	prefix := flag.String("redis-prefix", "realm", "prefix of every Redis key (several stacks can share one Redis)")
@@ -127,6 +128,13 @@ func run(log *slog.Logger) error {
 	}
 	defer tracing.Stop(shutdownTracing, func(err error) { log.Warn("tracing shutdown", "err", err) })
 
+	if *keepVersions < 0 {
+		return fmt.Errorf("--keep-workflow-versions %d: give a count of versions, or 0 to keep every one", *keepVersions)
+	}
+	keep := *keepVersions
+	if keep == 0 {
+		keep = -1 // store.Options reads 0 as the default
+	}
 	if !rf.Configured() {
 		if *waitReplicas > 0 {
 			return errors.New("--redis-wait-replicas needs a Redis with replicas; the embedded store has none")
@@ -154,7 +162,7 @@ func run(log *slog.Logger) error {
 	}
 	mreg := metrics.NewRegistry()
 	client.AddHook(metrics.RedisHook(mreg))
-	st := store.NewRedis(client, store.Options{Prefix: *prefix, Buckets: *buckets, WaitReplicas: *waitReplicas})
+	st := store.NewRedis(client, store.Options{Prefix: *prefix, Buckets: *buckets, WaitReplicas: *waitReplicas, KeepWorkflowVersions: keep})
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := st.Ping(pingCtx); err != nil {

@@ -94,8 +94,13 @@ func (e *Engine) MigrateWorkflows(ctx context.Context, _ *realmv1.MigrateWorkflo
 	}
 	resp := &realmv1.MigrateWorkflowsResponse{}
 	for _, latest := range recs {
+		// Pruned versions are gone: start at the oldest one kept.
+		oldest, err := m.OldestWorkflowVersion(ctx, latest.ID)
+		if err != nil {
+			return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to read workflow: "+err.Error())
+		}
 		migrated := false
-		for v := int64(1); v <= latest.Version; v++ {
+		for v := oldest; v <= latest.Version; v++ {
 			rec, err := e.st.GetWorkflowVersion(ctx, latest.ID, v)
 			if errors.Is(err, store.ErrNotFound) {
 				continue

@@ -41,6 +41,9 @@ type Maintenance interface {
 	// RewriteWorkflowVersion replaces one stored version of a definition
 	// if it is still old, and reports whether it did.
 	RewriteWorkflowVersion(ctx context.Context, id string, version int64, old, definition []byte) (bool, error)
+	// OldestWorkflowVersion returns the oldest version of a workflow not
+	// pruned (1 when none ever was): the versions below it are gone.
+	OldestWorkflowVersion(ctx context.Context, id string) (int64, error)
 }
 
 var _ Maintenance = (*Redis)(nil)
@@ -447,4 +450,27 @@ func (r *Redis) RewriteWorkflowVersion(ctx context.Context, id string, version i
 		return false, fmt.Errorf("store: rewrite workflow %s v%d: %w", id, version, err)
 	}
 	return n == 1, nil
+}
+
+// OldestWorkflowVersion reads the workflow's "first" field (see
+// putWorkflowScript).
+func (r *Redis) OldestWorkflowVersion(ctx context.Context, id string) (int64, error) {
+	if err := validWorkflowID(id); err != nil {
+		return 0, err
+	}
+	if err := r.ensureMeta(ctx); err != nil {
+		return 0, err
+	}
+	first, err := r.c.HGet(ctx, r.wfKey(id), "first").Result()
+	if errors.Is(err, redis.Nil) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: oldest version of workflow %s: %w", id, err)
+	}
+	n, err := strconv.ParseInt(first, 10, 64)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("store: workflow %s first version is %q, not a version", id, first)
+	}
+	return n, nil
 }

@@ -65,6 +65,10 @@ type Options struct {
 	WaitReplicas int
 	// WaitTimeout bounds each WAIT (default DefaultWaitTimeout).
 	WaitTimeout time.Duration
+	// KeepWorkflowVersions is how many versions of each workflow are kept
+	// (the newest); a put deletes older ones. 0 means
+	// DefaultKeepWorkflowVersions, below 0 keeps every version.
+	KeepWorkflowVersions int
 	// SettleTimeout bounds how long a commit that got no answer is sent
 	// again before CommitRun gives up with ErrOutcomeUnknown (default
 	// DefaultSettleTimeout).
@@ -93,6 +97,8 @@ type Redis struct {
 	waitFor    time.Duration
 	settleFor  time.Duration
 	settles    atomic.Int64 // commits that got no answer at first
+	// keepVersions is putWorkflowScript's ARGV[4] (0: keep all).
+	keepVersions int
 
 	metaMu  sync.Mutex
 	metaOK  bool
@@ -121,6 +127,12 @@ func NewRedis(client redis.UniversalClient, opts Options) *Redis {
 	}
 	if r.settleFor <= 0 {
 		r.settleFor = DefaultSettleTimeout
+	}
+	switch k := opts.KeepWorkflowVersions; {
+	case k == 0:
+		r.keepVersions = DefaultKeepWorkflowVersions
+	case k > 0:
+		r.keepVersions = k
 	}
 	if r.waitFor <= 0 {
 		r.waitFor = DefaultWaitTimeout

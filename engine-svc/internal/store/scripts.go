@@ -127,22 +127,52 @@ end
 return existed
 `)
 
-// putWorkflowScript allocates the next version of a workflow and stores it.
+// putWorkflowScript allocates the next version of a workflow, stores it
+// and, when ARGV[4] is above 0, deletes the versions older than the
+// newest ARGV[4] in the same script, so no reader ever sees more than that
+// many, nor a gap among them.
 //
-//	KEYS: wf hash   ARGV: 1 definition, 2 registered at (ms), 3 registration id
+//	KEYS: wf hash   ARGV: 1 definition, 2 registered at (ms), 3 registration id,
+//	                      4 versions to keep ("0" = all)
 //
 // Replies the new version number. The hash keeps the last registration's
 // id and version (field "reg"), so a repeat of a registration whose reply
 // was lost replies its version again instead of storing a second one.
-var putWorkflowScript = redis.NewScript(`
+// Field "first" is the oldest version that may still be stored (absent:
+// 1), so a put deletes only what the last one left. One put deletes at
+// most PRUNE_BATCH versions (a script blocks the server while it runs): a
+// store that kept thousands and is now told to keep 20 sheds them over the
+// next puts.
+var putWorkflowScript = redis.NewScript(strings.ReplaceAll(`
 local last = redis.call('HGET', KEYS[1], 'reg')
 if last and string.sub(last, 1, #ARGV[3] + 1) == ARGV[3] .. ' ' then
   return tonumber(string.sub(last, #ARGV[3] + 2))
 end
 local n = redis.call('HINCRBY', KEYS[1], 'latest', 1)
 redis.call('HSET', KEYS[1], 'v' .. n, ARGV[1], 't' .. n, ARGV[2], 'reg', ARGV[3] .. ' ' .. n)
+local keep = tonumber(ARGV[4])
+if keep > 0 and n > keep then
+  local first = tonumber(redis.call('HGET', KEYS[1], 'first') or '1')
+  local stop = math.min(n - keep, first + PRUNE_BATCH - 1)
+  if stop >= first then
+    local fields = {}
+    for v = first, stop do
+      fields[#fields + 1] = 'v' .. v
+      fields[#fields + 1] = 't' .. v
+      if #fields == 512 then
+        redis.call('HDEL', KEYS[1], unpack(fields))
+        fields = {}
+      end
+    end
+    if #fields > 0 then redis.call('HDEL', KEYS[1], unpack(fields)) end
+    redis.call('HSET', KEYS[1], 'first', stop + 1)
+  end
+end
 return n
-`)
+`, "PRUNE_BATCH", strconv.Itoa(pruneBatch)))
+
+// pruneBatch bounds the versions one put deletes (putWorkflowScript).
+const pruneBatch = 1000
 
 // reapScript removes one piece of run-less residue, only while the run's
 // document is still absent.

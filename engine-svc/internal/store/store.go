@@ -16,7 +16,8 @@
 // Workflows are not bucketed (they are read far more than written):
 //
 //	realm:wf:<id>                    hash: latest (newest n), v<n> -> definition JSON,
-//	                                       t<n> -> registered_at of v<n> (ms)
+//	                                       t<n> -> registered_at of v<n> (ms),
+//	                                       first (oldest n not pruned), reg
 //	realm:workflows                  zset: id -> first registered_at (ms)
 //
 // The bucket count is fixed when a store is created:
@@ -195,11 +196,13 @@ type Store interface {
 	// version (else *ConflictError, nothing deleted).
 	DeleteRun(ctx context.Context, runID, key string, expect int64) error
 
-	// PutWorkflow stores a new version of a definition and returns it.
+	// PutWorkflow stores a new version of a definition and returns it;
+	// versions past the store's keep limit are pruned with it.
 	PutWorkflow(ctx context.Context, id string, definition []byte) (*WorkflowRecord, error)
 	// GetWorkflow returns the latest version. ErrNotFound if absent.
 	GetWorkflow(ctx context.Context, id string) (*WorkflowRecord, error)
-	// GetWorkflowVersion returns one stored version.
+	// GetWorkflowVersion returns one stored version. ErrNotFound if it
+	// never was, or was pruned.
 	GetWorkflowVersion(ctx context.Context, id string, version int64) (*WorkflowRecord, error)
 	// ListWorkflows returns the latest version of every workflow, by id.
 	ListWorkflows(ctx context.Context) ([]*WorkflowRecord, error)

@@ -13,8 +13,19 @@ import (
 )
 
 // Workflow hash fields: "latest" (the newest version number), "v<n>" (the
-// definition of version n), "t<n>" (its registration time, unix ms) and
-// "reg" (the last registration's id and version, for repeats).
+// definition of version n), "t<n>" (its registration time, unix ms), "reg"
+// (the last registration's id and version, for repeats) and "first" (the
+// oldest version not pruned; absent: 1).
+//
+// Only the newest Options.KeepWorkflowVersions versions are kept: a put
+// deletes older ones in its own script. No run needs an older one: a run
+// does not snapshot its definition, it reads the latest each time it moves
+// (workflow-file spec §1), and its record keeps only the author's
+// `version` label, so the latest, which is never pruned, is the only
+// version any run uses.
+
+// DefaultKeepWorkflowVersions is Options.KeepWorkflowVersions when it is 0.
+const DefaultKeepWorkflowVersions = 20
 
 func validWorkflowID(id string) error {
 	if id == "" {
@@ -23,8 +34,10 @@ func validWorkflowID(id string) error {
 	return nil
 }
 
-// PutWorkflow stores definition as the next version of workflow id. The
-// version is allocated and written by one script on the workflow's hash;
+// PutWorkflow stores definition as the next version of workflow id and
+// prunes the versions past Options.KeepWorkflowVersions. The version is
+// allocated and written, and old ones deleted, by one script on the
+// workflow's hash (one key, so one Cluster slot);
 // the listing set is written first, so a crash in between leaves at most a
 // listed id without versions (which ListWorkflows skips), never a stored
 // workflow missing from the list. Two round trips: the hash and the set may
@@ -44,16 +57,17 @@ func (r *Redis) PutWorkflow(ctx context.Context, id string, definition []byte) (
 	if err := r.c.ZAddNX(ctx, r.wfSetKey(), redis.Z{Score: float64(ms), Member: id}).Err(); err != nil {
 		return nil, fmt.Errorf("store: put workflow %s: %w", id, err)
 	}
-	n, err := putWorkflowScript.Run(ctx, r.c, []string{r.wfKey(id)}, definition, ms, newCommitID()).Int64()
+	n, err := putWorkflowScript.Run(ctx, r.c, []string{r.wfKey(id)}, definition, ms, newCommitID(), r.keepVersions).Int64()
 	if err != nil {
 		return nil, fmt.Errorf("store: put workflow %s: %w", id, err)
 	}
 	return &WorkflowRecord{ID: id, Version: n, Definition: slices.Clone(definition), RegisteredAt: at}, nil
 }
 
-// GetWorkflow returns the latest version of a workflow. Versions never
-// change once written, so reading "latest" and then that version is
-// consistent without a script.
+// GetWorkflow returns the latest version of a workflow: "latest", then
+// that version. Versions never change once written, but enough puts
+// between the two reads can prune the one read; "latest" has then moved,
+// so it is read again.
 func (r *Redis) GetWorkflow(ctx context.Context, id string) (*WorkflowRecord, error) {
 	if err := validWorkflowID(id); err != nil {
 		return nil, err
@@ -61,18 +75,25 @@ func (r *Redis) GetWorkflow(ctx context.Context, id string) (*WorkflowRecord, er
 	if err := r.ensureMeta(ctx); err != nil {
 		return nil, err
 	}
-	latest, err := r.c.HGet(ctx, r.wfKey(id), "latest").Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, ErrNotFound
+	var seen int64
+	for attempt := 1; ; attempt++ {
+		latest, err := r.c.HGet(ctx, r.wfKey(id), "latest").Result()
+		if errors.Is(err, redis.Nil) {
+			return nil, ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: get workflow %s: %w", id, err)
+		}
+		n, err := strconv.ParseInt(latest, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("store: workflow %s latest is %q, not a number", id, latest)
+		}
+		rec, err := r.GetWorkflowVersion(ctx, id, n)
+		if !errors.Is(err, ErrNotFound) || n == seen || attempt == 5 {
+			return rec, err
+		}
+		seen = n // pruned under us: read the new latest
 	}
-	if err != nil {
-		return nil, fmt.Errorf("store: get workflow %s: %w", id, err)
-	}
-	n, err := strconv.ParseInt(latest, 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("store: workflow %s latest is %q, not a number", id, latest)
-	}
-	return r.GetWorkflowVersion(ctx, id, n)
 }
 
 // GetWorkflowVersion returns one stored version. ErrNotFound if absent.
@@ -190,7 +211,11 @@ func (r *Redis) latestRecords(ctx context.Context, ids []string) ([]*WorkflowRec
 	for i, w := range wants {
 		rec, err := workflowRecord(w.id, w.n, recs[i].Val())
 		if errors.Is(err, ErrNotFound) {
-			continue
+			// Pruned by puts between the two reads: read the new latest.
+			rec, err = r.GetWorkflow(ctx, w.id)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
 		}
 		if err != nil {
 			return nil, err

@@ -14,7 +14,7 @@
 //
 // Each trigger's secret_from is read from this process's environment. With
 // a Redis (--redis-url, --redis-cluster-addrs or --redis-sentinel-addrs, or
-// their env) delivery ids are kept in Redis, so every
+// their env) delivery ids and rate limits are kept in Redis, so every
 // replica agrees; without it they are this process's own, and it says so.
 package main
 
@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/realm-go/realm/listen-svc/dedup"
+	"github.com/realm-go/realm/listen-svc/ratelimit"
 	"github.com/realm-go/realm/listen-svc/trigger"
 	"github.com/realm-go/realm/listen-svc/webhook"
 	"github.com/realm-go/realm/pkg/client"
@@ -96,7 +97,10 @@ func run(f flags) error {
 	defer agentConn.Close()
 	eng := realmv1.NewEngineServiceClient(engConn)
 
-	var store dedup.Store
+	var (
+		store  dedup.Store
+		shared webhook.SharedLimiter
+	)
 	if f.redis.Configured() {
 		rc, err := f.redis.Open(context.Background())
 		if err != nil {
@@ -105,7 +109,8 @@ func run(f flags) error {
 		rc.AddHook(metrics.RedisHook(reg))
 		defer rc.Close()
 		store = dedup.NewRedis(rc, "")
-		log.Info("listen: delivery ids are kept in Redis (shared by every replica)")
+		shared = ratelimit.NewRedis(rc, "")
+		log.Info("listen: delivery ids and rate limits are kept in Redis (shared by every replica)")
 	} else {
 		store = dedup.NewMemory(nil)
 		log.Warn("listen: delivery ids are kept in this process's memory: no --redis-url, so replicas do not share them and a restart forgets them (the run's idempotency key still matches a repeat)")
@@ -135,7 +140,7 @@ func run(f flags) error {
 		Catalog: cat, Engine: eng, Dispatcher: agent, Dedup: store, Log: log,
 		MaxConcurrent: f.maxConcurrent, MaxBodyBytes: f.maxBodyBytes, BodyTimeout: time.Duration(f.bodyTimeoutMs) * time.Millisecond,
 		Caller:    &realmv1.Caller{By: "listen-svc", BySource: "stated"},
-		RateLimit: f.rateLimit,
+		RateLimit: f.rateLimit, SharedLimit: shared,
 	})
 	lis, err := net.Listen("tcp", f.addr)
 	if err != nil {
@@ -209,7 +214,7 @@ func parseFlags(args []string, out io.Writer) (flags, error) {
 	fs.Var(checked(&v.bodyTimeoutMs, positive[int]("--body-timeout-ms must be a positive integer")),
 		"body-timeout-ms", "`milliseconds` a request body may take to arrive")
 	fs.Var(checked(&v.rateLimit, webhook.ParseRateLimit), "rate-limit",
-		"requests a second (`per_second[:burst]`, e.g. 10:20) each trigger without its own rate_limit serves, per replica; more are answered 429 with Retry-After (off: no limit)")
+		"requests a second (`per_second[:burst]`, e.g. 10:20) each trigger without its own rate_limit serves, all replicas together when they share a Redis (else each); more are answered 429 with Retry-After (off: no limit)")
 	fs.Var(checked(&v.sweep, func(s string) (int, error) { return strconv.Atoi(s) }),
 		"sweep-expired-gates", "ignored (`seconds`): engine-svc carries out expired gates itself (engine-svc -sweep-interval)")
 	fs.Var(checked(&v.refresh, func(s string) (time.Duration, error) {

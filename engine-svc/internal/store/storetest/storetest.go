@@ -39,7 +39,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ListIsNewestFirstAndCursorWalksAllBuckets", testList},
 		{"ListRefusesMalformedCursor", testListBadCursor},
 		{"DeleteRemovesRunEvidenceAndIndexEntry", testDelete},
-		{"WorkflowVersionsAreAllKept", testWorkflows},
+		{"WorkflowVersionsAreStoredAndRead", testWorkflows},
+		{"OnlyTheNewestWorkflowVersionsAreKept", testWorkflowPrune},
 		{"MalformedChangesAreRefusedNotConflicts", testInvalid},
 		{"DueReturnsMembersAtOrBelowTheTimeAcrossBuckets", testDue},
 		{"ACommitSentTwiceAppliesOnce", testRepeatedCommit},
@@ -482,6 +483,37 @@ func testWorkflows(t *testing.T, s store.Store) {
 	}
 	if len(all) != 2 || all[0].ID != "build" || all[1].ID != "deploy" || all[1].Version != 2 {
 		t.Fatalf("list = %+v, want build v1, deploy v2", all)
+	}
+}
+
+// testWorkflowPrune stores five versions past the default limit: the five
+// oldest are gone (not found, as a version never stored), the rest and the
+// latest read as written.
+func testWorkflowPrune(t *testing.T, s store.Store) {
+	const keep = store.DefaultKeepWorkflowVersions
+	for i := 1; i <= keep+5; i++ {
+		if _, err := s.PutWorkflow(ctx, "deploy", []byte(fmt.Sprintf(`{"v":%d}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for v := int64(1); v <= keep+5; v++ {
+		rec, err := s.GetWorkflowVersion(ctx, "deploy", v)
+		if v <= 5 {
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("v%d: %+v, %v; want ErrNotFound (pruned)", v, rec, err)
+			}
+			continue
+		}
+		if err != nil || string(rec.Definition) != fmt.Sprintf(`{"v":%d}`, v) {
+			t.Errorf("v%d = %+v, %v; want it kept", v, rec, err)
+		}
+	}
+	latest, err := s.GetWorkflow(ctx, "deploy")
+	if err != nil || latest.Version != keep+5 {
+		t.Fatalf("latest = %+v, %v; want v%d", latest, err, keep+5)
+	}
+	if all, err := s.ListWorkflows(ctx); err != nil || len(all) != 1 || all[0].Version != keep+5 {
+		t.Fatalf("list = %+v, %v; want deploy v%d", all, err, keep+5)
 	}
 }
 

@@ -527,7 +527,8 @@ type RegisterWorkflowResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Report     *WorkflowReport        `protobuf:"bytes,1,opt,name=report,proto3" json:"report,omitempty"`
 	Registered bool                   `protobuf:"varint,2,opt,name=registered,proto3" json:"registered,omitempty"`
-	// stored_version counts registrations of this id (every version is kept).
+	// stored_version counts registrations of this id (the newest
+	// --keep-workflow-versions of them are kept, 20 by default).
 	StoredVersion int64 `protobuf:"varint,3,opt,name=stored_version,json=storedVersion,proto3" json:"stored_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
