@@ -34,6 +34,8 @@ type rendered struct {
 	policies     map[string]*networkingv1.NetworkPolicy
 	hpas         map[string]*autoscalingv2.HorizontalPodAutoscaler
 	pdbs         map[string]*policyv1.PodDisruptionBudget
+	certificates map[string]*certificate
+	issuers      map[string]*issuer
 }
 
 // workload is a Deployment or StatefulSet: what pods exist.
@@ -119,6 +121,8 @@ func renderDir(dir string) (*rendered, error) {
 		policies:     map[string]*networkingv1.NetworkPolicy{},
 		hpas:         map[string]*autoscalingv2.HorizontalPodAutoscaler{},
 		pdbs:         map[string]*policyv1.PodDisruptionBudget{},
+		certificates: map[string]*certificate{},
+		issuers:      map[string]*issuer{},
 	}
 	namespaces := map[string]bool{}
 	for _, res := range resources.Resources() {
@@ -149,6 +153,10 @@ func renderDir(dir string) (*rendered, error) {
 			target = into(r.hpas, name)
 		case "policy/v1/PodDisruptionBudget":
 			target = into(r.pdbs, name)
+		case "cert-manager.io/v1/Certificate":
+			target = into(r.certificates, name)
+		case "cert-manager.io/v1/Issuer":
+			target = into(r.issuers, name)
 		default:
 			return nil, fmt.Errorf("%s %s: a kind the test does not know; add it to render", gvk, name)
 		}
