@@ -62,7 +62,7 @@ type binary struct {
 // gRPC health service is SERVING. The manifests probe it already; while
 // the source does not serve it yet, checkHealthSource logs that instead
 // of failing. Delete the entry once the code is in.
-var pendingHealthPaths = map[string]bool{"/readyz": true}
+var pendingHealthPaths = map[string]bool{}
 
 var binaries = []binary{
 	{name: "engine-svc", cmd: "engine-svc/cmd/engine-svc", workload: "engine-svc", listenFlag: "addr", defaultListen: "127.0.0.1:7070", port: 7070, graceFlag: "shutdown-grace",

@@ -246,6 +246,10 @@ func checkCertificate(r *rendered, w workload, c corev1.Container, errorf func(s
 	if r.services[w.name] != nil {
 		// The names a caller may dial it by in the namespace.
 		want = []string{name, name + "." + r.namespace + ".svc", name + "." + r.namespace + ".svc.cluster.local"}
+		if name == "engine-svc" {
+			// The operator's CLI through kubectl port-forward.
+			want = append(want, "localhost")
+		}
 	} else {
 		// A runner without a Service: the host it advertises when that is
 		// a name; a pod address cannot be in a certificate, so its name.

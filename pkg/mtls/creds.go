@@ -114,7 +114,7 @@ func (r *reloading) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInf
 }
 
 func (r *reloading) Info() credentials.ProtocolInfo {
-	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.2"}
+	return credentials.ProtocolInfo{SecurityProtocol: "tls"}
 }
 
 func (r *reloading) Clone() credentials.TransportCredentials { return &reloading{build: r.build} }

@@ -28,7 +28,8 @@ type Spec struct {
 	// Grants are a runner's capabilities, "<kind>:<name>".
 	Grants []string
 	// Hosts are the DNS names and IPs it serves on (default: localhost,
-	// 127.0.0.1 and ::1).
+	// 127.0.0.1 and ::1). Name is always one of its DNS names: engine-svc
+	// verifies a runner by the name it registered with, wherever it runs.
 	Hosts []string
 }
 
@@ -128,7 +129,7 @@ func current(dir string, s Spec, ca *x509.Certificate, now time.Time) bool {
 	if err != nil || id.Name != s.Name || id.Role != s.Role || !slices.Equal(id.Grants, sortedCopy(s.Grants)) {
 		return false
 	}
-	dns, ips := splitHosts(s.Hosts)
+	dns, ips := splitHosts(s.Name, s.Hosts)
 	return slices.Equal(c.DNSNames, dns) && slices.EqualFunc(c.IPAddresses, ips, net.IP.Equal)
 }
 
@@ -137,7 +138,7 @@ func issue(dir string, s Spec, ca *x509.Certificate, caKey *ecdsa.PrivateKey, no
 	if err != nil {
 		return err
 	}
-	dns, ips := splitHosts(s.Hosts)
+	dns, ips := splitHosts(s.Name, s.Hosts)
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: s.Name, OrganizationalUnit: []string{string(s.Role)}, Organization: []string{"Realm"}},
@@ -163,9 +164,12 @@ func issue(dir string, s Spec, ca *x509.Certificate, caKey *ecdsa.PrivateKey, no
 	return writePair(f.Cert, f.Key, der, k)
 }
 
-func splitHosts(hosts []string) (dns []string, ips []net.IP) {
+func splitHosts(name string, hosts []string) (dns []string, ips []net.IP) {
 	if len(hosts) == 0 {
 		hosts = []string{"localhost", "127.0.0.1", "::1"}
+	}
+	if !slices.Contains(hosts, name) {
+		hosts = append([]string{name}, hosts...)
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

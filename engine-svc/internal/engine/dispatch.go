@@ -277,7 +277,7 @@ func (e *Engine) tryOnce(ctx context.Context, runID string, run *record.Run, s *
 		a.err, a.code, a.retry, a.unreached = fmt.Sprintf("Handler '%s' is not registered on any live runner.", s.Handler), errcode.EngineHandlerNotRegistered, true, true
 		return a
 	}
-	conn, err := e.conns.get(r.Endpoint)
+	conn, err := e.conns.get(r)
 	if err != nil {
 		a.err, a.code, a.retry, a.unreached = fmt.Sprintf("Runner '%s' at %s could not be reached: %v", r.Name, r.Endpoint, err), errcode.EngineHandlerFailed, true, true
 		return a
@@ -727,30 +727,38 @@ func dataOf(r *realmv1.ExecuteHandlerResponse) any {
 	return r.Data.AsInterface()
 }
 
-// connPool keeps one client connection per runner endpoint.
+// connPool keeps one client connection per runner endpoint (and
+// certificate name).
 type connPool struct {
 	mu   sync.Mutex
 	m    map[string]*grpc.ClientConn
 	opts []grpc.DialOption // added to every runner connection
 }
 
-func (p *connPool) get(endpoint string) (*grpc.ClientConn, error) {
+func (p *connPool) get(r *registry.Runner) (*grpc.ClientConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c, ok := p.m[endpoint]; ok {
+	key := r.Endpoint + "\x00" + r.Owner
+	if c, ok := p.m[key]; ok {
 		return c, nil
 	}
 	// The client handler carries the caller's trace to the runner (a no-op
 	// until tracing.Setup configures an exporter).
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), tracing.ClientHandler()}, p.opts...)
-	c, err := grpc.NewClient(endpoint, opts...)
+	if r.Owner != "" {
+		// Over mutual TLS the runner must present the certificate that
+		// registered it: its name, not the address it advertised (a pod
+		// IP no certificate can name in advance), is what is verified.
+		opts = append(opts, grpc.WithAuthority(r.Owner))
+	}
+	c, err := grpc.NewClient(r.Endpoint, opts...)
 	if err != nil {
 		return nil, err
 	}
 	if p.m == nil {
 		p.m = map[string]*grpc.ClientConn{}
 	}
-	p.m[endpoint] = c
+	p.m[key] = c
 	return c, nil
 }
 
@@ -799,7 +807,7 @@ func (e *Engine) callAdapter(ctx context.Context, a attempt, runID string, s *wo
 		a.err, a.code, a.stale = fmt.Sprintf("Adapter '%s' is not registered on any live runner.", adapter), errcode.EngineAdapterNotRegistered, true
 		return a
 	}
-	conn, err := e.conns.get(r.Endpoint)
+	conn, err := e.conns.get(r)
 	if err != nil {
 		a.err, a.code, a.retry = fmt.Sprintf("Runner '%s' at %s could not be reached: %v", r.Name, r.Endpoint, err), errcode.EngineAdapterFailed, true
 		return a
