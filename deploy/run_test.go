@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"net"
 	"os"
 	"os/exec"
@@ -49,8 +50,9 @@ func runStackAndSignal(ctx context.Context, t *testing.T, viaMake bool, signals 
 	ports := freePorts(t, 9)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	engineAddr := addr(0)
+	dataDir := filepath.Join(t.TempDir(), "data")
 	env := append(os.Environ(),
-		"REALM_DATA_DIR="+filepath.Join(t.TempDir(), "data"),
+		"REALM_DATA_DIR="+dataDir,
 		"REALM_ENGINE_ADDR="+engineAddr,
 		"REALM_AGENT_ADDR="+addr(1),
 		"REALM_MCP_ADDR="+addr(2),
@@ -107,6 +109,7 @@ func runStackAndSignal(ctx context.Context, t *testing.T, viaMake bool, signals 
 	if n := len(processesNaming(engineAddr)); n < 7 {
 		t.Fatalf("%d processes name %s, want the 7 services:\n%s", n, engineAddr, out.String())
 	}
+	checkStackServesTLS(t, engineAddr, dataDir)
 	for _, sig := range signals {
 		if err := cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)
@@ -129,6 +132,27 @@ func runStackAndSignal(ctx context.Context, t *testing.T, viaMake bool, signals 
 			continue
 		}
 		_ = l.Close()
+	}
+}
+
+// checkStackServesTLS: the stack `make run` starts speaks mutual TLS,
+// with the development certificates it made in the data folder (the
+// CLI's registrations above went through them).
+func checkStackServesTLS(t *testing.T, engineAddr, dataDir string) {
+	t.Helper()
+	for _, f := range []string{"ca.crt", "engine-svc.crt", "operator.crt", "operator.key", "example-runner.crt"} {
+		if _, err := os.Stat(filepath.Join(dataDir, "tls", f)); err != nil {
+			t.Errorf("make run made no %s: %v", f, err)
+		}
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", engineAddr,
+		&tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) //nolint:gosec // only who answers is read
+	if err != nil {
+		t.Fatalf("engine-svc of make run does not speak TLS: %v", err)
+	}
+	defer conn.Close()
+	if cn := conn.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "engine-svc" {
+		t.Errorf("engine-svc presents the certificate of %q", cn)
 	}
 }
 

@@ -588,11 +588,12 @@ func TestTLSCheckCatchesChanges(t *testing.T) {
 	container := func(r *rendered, deploy string) *corev1.Container {
 		return &r.deployments[deploy].Spec.Template.Spec.Containers[0]
 	}
-	cases := []struct {
+	type mutation struct {
 		name   string
 		mutate func(r *rendered)
 		want   string // in a problem
-	}{
+	}
+	cases := []mutation{
 		{"another service's Secret", func(r *rendered) {
 			volume(r, "mcp-svc", "tls").Secret.SecretName = "engine-svc-tls"
 		}, "another's certificate"},
@@ -649,11 +650,7 @@ func TestTLSCheckCatchesChanges(t *testing.T) {
 			volume(r, "engine-svc", "tls").Secret.SecretName = "realm-ca"
 		}, "holds Secret realm-ca"},
 	}
-	runnerCases := []struct {
-		name   string
-		mutate func(r *rendered)
-		want   string
-	}{
+	runnerCases := []mutation{
 		{"a handler left out", func(r *rendered) {
 			c := r.certificates["runner-examples"]
 			c.Spec.URIs = slices.DeleteFunc(slices.Clone(c.Spec.URIs), func(u string) bool { return u == "realm:handler:slow" })
@@ -670,32 +667,23 @@ func TestTLSCheckCatchesChanges(t *testing.T) {
 			c.Args = append(slices.Clone(c.Args), "--manifest=/etc/realm/realm.yaml")
 		}, "serves a manifest"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			r := render(t, filepath.Join("k8s", "overlays", "dev"))
-			if problems := checkTLS(t, r); len(problems) > 0 {
-				t.Fatalf("the rendered overlay is already wrong: %v", problems)
-			}
-			tc.mutate(r)
-			problems := checkTLS(t, r)
-			if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, tc.want) }) {
-				t.Errorf("the change went unnoticed: want %q among %v", tc.want, problems)
-			}
-		})
+	// Each case breaks one thing in a fresh render; check must see it.
+	run := func(cases []mutation, check func(*testing.T, *rendered) []string) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				r := render(t, filepath.Join("k8s", "overlays", "dev"))
+				if problems := check(t, r); len(problems) > 0 {
+					t.Fatalf("the rendered overlay is already wrong: %v", problems)
+				}
+				tc.mutate(r)
+				problems := check(t, r)
+				if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, tc.want) }) {
+					t.Errorf("the change went unnoticed: want %q among %v", tc.want, problems)
+				}
+			})
+		}
 	}
-	for _, tc := range runnerCases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			r := render(t, filepath.Join("k8s", "overlays", "dev"))
-			if problems := checkRunnerCertificates(t, r); len(problems) > 0 {
-				t.Fatalf("the rendered overlay is already wrong: %v", problems)
-			}
-			tc.mutate(r)
-			problems := checkRunnerCertificates(t, r)
-			if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, tc.want) }) {
-				t.Errorf("the change went unnoticed: want %q among %v", tc.want, problems)
-			}
-		})
-	}
+	run(cases, checkTLS)
+	run(runnerCases, checkRunnerCertificates)
 }

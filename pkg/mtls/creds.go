@@ -22,11 +22,7 @@ func (f Files) ServerCredentials() (credentials.TransportCredentials, error) {
 	}
 	kp, cas := newKeyPair(f.Cert, f.Key), newPool(f.clientCA())
 	return &reloading{build: func(string) (*tls.Config, error) {
-		cert, err := kp.get()
-		if err != nil {
-			return nil, err
-		}
-		p, err := cas.get()
+		cert, p, err := load(kp, cas)
 		if err != nil {
 			return nil, err
 		}
@@ -52,11 +48,7 @@ func (f Files) ClientCredentials(serverRoles ...Role) (credentials.TransportCred
 	return &reloading{build: func(serverName string) (*tls.Config, error) {
 		// Loaded here, not lazily in the handshake, so a bad file is
 		// this dial's error, said plainly.
-		cert, err := kp.get()
-		if err != nil {
-			return nil, err
-		}
-		p, err := cas.get()
+		cert, p, err := load(kp, cas)
 		if err != nil {
 			return nil, err
 		}
@@ -85,6 +77,19 @@ func (f Files) ClientCredentials(serverRoles ...Role) (credentials.TransportCred
 			},
 		}, nil
 	}}, nil
+}
+
+// load is the current certificate and CA pool, as the files are now.
+func load(kp *keyPair, cas *pool) (*tls.Certificate, *x509.CertPool, error) {
+	cert, err := kp.get()
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := cas.get()
+	if err != nil {
+		return nil, nil, err
+	}
+	return cert, p, nil
 }
 
 // reloading builds a fresh tls.Config for each handshake, so certificate
