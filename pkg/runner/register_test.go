@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -234,9 +235,17 @@ func TestServeRefusesBadRegistrationsBeforeServing(t *testing.T) {
 
 func TestServeReportsAListenFailure(t *testing.T) {
 	t.Parallel()
-	err := runner.Serve(context.Background(), runner.Options{Listen: "256.0.0.1:1", Logger: quietLogger()},
+	// A loopback port already taken (off loopback, plaintext is refused
+	// before any listen).
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	addr := held.Addr().String()
+	err = runner.Serve(context.Background(), runner.Options{Listen: addr, Logger: quietLogger()},
 		runner.Registration{Name: "h", Handler: ok})
-	if err == nil || !strings.HasPrefix(err.Error(), "runner: listen on 256.0.0.1:1: ") {
+	if err == nil || !strings.HasPrefix(err.Error(), "runner: listen on "+addr+": ") {
 		t.Errorf("Serve error %v", err)
 	}
 }
