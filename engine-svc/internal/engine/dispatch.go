@@ -177,11 +177,18 @@ type attempt struct {
 	// reachable, or it died or dropped the call), so the handler may not
 	// have run at all.
 	unreached bool
+	// clippedTo is the attempt's timeout when retry.total_timeout_seconds
+	// left less than timeout_seconds (0: not clipped).
+	clippedTo time.Duration
 }
 
 // outcome is everything a dispatched step did, recorded in one write.
 type outcome struct {
 	attempts []attempt
+	// outOfTime: retry.total_timeout_seconds ran out (the next wait would
+	// overrun it, or nothing of it was left for another attempt) while
+	// the last failure could have been tried again.
+	outOfTime bool
 }
 
 func (o *outcome) last() *attempt { return &o.attempts[len(o.attempts)-1] }
@@ -198,9 +205,19 @@ func (e *Engine) runStep(ctx context.Context, runID string, run *record.Run, s *
 	if s.TimeoutSeconds > 0 {
 		per = time.Duration(s.TimeoutSeconds) * time.Second
 	}
+	// The budget of every attempt and wait together (spec §12.2).
+	var budgetEnd time.Time
+	if s.Retry != nil && s.Retry.TotalTimeoutSeconds > 0 {
+		budgetEnd = time.Now().Add(time.Duration(s.Retry.TotalTimeoutSeconds) * time.Second)
+	}
 	for n := 1; n <= maxAttempts; n++ {
 		if n > 1 {
-			if d := backoff(s.Retry, n); d > 0 {
+			d := backoff(s.Retry, n)
+			if !budgetEnd.IsZero() && !time.Now().Add(d).Before(budgetEnd) {
+				out.outOfTime = true
+				break
+			}
+			if d > 0 {
 				select {
 				case <-ctx.Done():
 					return out
@@ -208,7 +225,14 @@ func (e *Engine) runStep(ctx context.Context, runID string, run *record.Run, s *
 				}
 			}
 		}
-		a := e.tryOnce(ctx, runID, run, s, c, n, per)
+		timeout, clipped := per, time.Duration(0)
+		if !budgetEnd.IsZero() {
+			if left := time.Until(budgetEnd); left < per {
+				timeout, clipped = left, left
+			}
+		}
+		a := e.tryOnce(ctx, runID, run, s, c, n, timeout)
+		a.clippedTo = clipped
 		a.finished = time.Now()
 		out.attempts = append(out.attempts, a)
 		if a.err == "" || !a.retry || (a.timeout && (s.Retry == nil || !s.Retry.OnTimeout)) {
@@ -658,6 +682,12 @@ func (t *txn) settleDispatched(c claimed, o outcome) {
 			per = s.TimeoutSeconds
 		}
 		e.EffectiveTimeut = per
+		if a.clippedTo > 0 {
+			e.ClippedToMS = max(a.clippedTo.Milliseconds(), 1)
+		}
+		if i == len(o.attempts)-1 && o.outOfTime {
+			e.ExhaustedBy = "total_timeout"
+		}
 		switch {
 		case a.err != "":
 			e.Status, e.Error, e.OutputSummary = "error", a.err, map[string]any{}
@@ -679,9 +709,13 @@ func (t *txn) settleDispatched(c claimed, o outcome) {
 	switch {
 	case last.err != "":
 		msg, code, details := last.err, last.code, last.details
-		if withAttempts && len(o.attempts) > 1 && last.retry {
+		if withAttempts && (len(o.attempts) > 1 || o.outOfTime) && last.retry {
 			code = errcode.StepRetryExhausted
-			details = map[string]any{"stepName": c.step, "attempts": len(o.attempts), "lastError": last.err, "exhausted_by": "attempts"}
+			by := "attempts"
+			if o.outOfTime {
+				by = "total_timeout"
+			}
+			details = map[string]any{"stepName": c.step, "attempts": len(o.attempts), "lastError": last.err, "exhausted_by": by}
 			msg = fmt.Sprintf("Step '%s' failed after %d attempts", c.step, len(o.attempts))
 		}
 		terminated := t.failStep(c.step, msg)

@@ -319,6 +319,11 @@ type Entry struct {
 	Trace           []any          `json:"trace,omitempty"`
 	TraceSummary    map[string]any `json:"trace_summary,omitempty"`
 	EffectiveTimeut int            `json:"effective_timeout_seconds,omitempty"`
+	// ClippedToMS is an attempt's timeout cut to what was left of
+	// retry.total_timeout_seconds; ExhaustedBy marks the last attempt of
+	// a step whose budget ran out ("total_timeout").
+	ClippedToMS int64  `json:"clipped_to_ms,omitempty"`
+	ExhaustedBy string `json:"exhausted_by,omitempty"`
 }
 
 // IsTerminalPhase reports whether p is a terminal phase.

@@ -309,3 +309,69 @@ func TestUsesResourcesIsCheckedBothWays(t *testing.T) {
 		}
 	})
 }
+
+// retry.total_timeout_seconds bounds every attempt and wait together
+// (spec §12.2): a wait that would overrun it ends the step at once, and
+// an attempt's timeout is cut to what is left; the evidence says so.
+func TestTotalTimeoutBoundsEveryAttemptAndWait(t *testing.T) {
+	t.Parallel()
+	handlers := map[string]handlerFunc{
+		"limited": func(context.Context, *realmv1.ExecuteHandlerRequest) (*realmv1.ExecuteHandlerResponse, error) {
+			return &realmv1.ExecuteHandlerResponse{Error: &realmv1.HandlerError{Message: "rate limited", Code: "SERVICE_RATE_LIMITED", Retryable: true}}, nil
+		},
+		"slow": func(ctx context.Context, _ *realmv1.ExecuteHandlerRequest) (*realmv1.ExecuteHandlerResponse, error) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Second):
+			}
+			return &realmv1.ExecuteHandlerResponse{Data: value(t, map[string]any{})}, nil
+		},
+	}
+	cases := []struct {
+		name, handler, extra string
+		lastError            string // prefix
+	}{
+		// Without the budget: 5 attempts, 1.5 s apart.
+		{"the next wait would overrun it", "limited",
+			"    timeout_seconds: 10\n    retry: { max_attempts: 5, backoff: fixed, base_delay_ms: 1500, total_timeout_seconds: 1 }\n", "rate limited"},
+		// Without the budget: one 10 s attempt, then another.
+		{"an attempt is cut to what is left", "slow",
+			"    timeout_seconds: 10\n    idempotent: true\n    retry: { max_attempts: 3, on_timeout: true, total_timeout_seconds: 1 }\n", "Step 'work' timed out after "},
+	}
+	e := setup(t, "miniredis")
+	startRunner(t, e, handlers)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if r := e.register(t, oneStep(c.handler, c.extra)); !r.GetRegistered() {
+				t.Fatal(r.GetReport().GetText())
+			}
+			began := time.Now()
+			r := start(t, e, "one_"+c.handler, nil)
+			took := time.Since(began)
+			d := r.GetErrorDetails().AsMap()
+			if r.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_FAILED || r.GetErrorCode() != "STEP_RETRY_EXHAUSTED" ||
+				r.GetErrors()[0] != "Step 'work' failed after 1 attempts" || d["exhausted_by"] != "total_timeout" ||
+				!strings.HasPrefix(fmt.Sprint(d["lastError"]), c.lastError) {
+				t.Fatalf("reply = %v", r)
+			}
+			if took > 8*time.Second {
+				t.Errorf("the step took %s past a 1 s budget", took)
+			}
+			ev, err := e.st.Evidence(ctx(t), r.GetRunId(), 0, -1)
+			if err != nil || len(ev) != 1 {
+				t.Fatalf("evidence %d entries (%v), want the one attempt", len(ev), err)
+			}
+			var entry struct {
+				ExhaustedBy string `json:"exhausted_by"`
+				ClippedToMS int64  `json:"clipped_to_ms"`
+				Error       string `json:"error"`
+			}
+			if err := jsonUnmarshal(ev[0], &entry); err != nil {
+				t.Fatal(err)
+			}
+			if entry.ExhaustedBy != "total_timeout" || entry.ClippedToMS <= 0 || entry.ClippedToMS > 1000 || !strings.HasPrefix(entry.Error, c.lastError) {
+				t.Errorf("evidence = %s", ev[0])
+			}
+		})
+	}
+}
