@@ -21,6 +21,7 @@ type compiled struct {
 	params  *schema.Schema
 	input   map[string]*schema.Schema
 	output  map[string]*schema.Schema
+	trace   map[string]*schema.Schema // trace_schema: the whole list of a step's entries
 	when    map[string][]*condition.Condition
 	pre     map[string][]*condition.Condition
 	abort   map[string][]*condition.Condition
@@ -48,6 +49,7 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 		Stored:      rec.Version,
 		input:       map[string]*schema.Schema{},
 		output:      map[string]*schema.Schema{},
+		trace:       map[string]*schema.Schema{},
 		when:        map[string][]*condition.Condition{},
 		pre:         map[string][]*condition.Condition{},
 		abort:       map[string][]*condition.Condition{},
@@ -69,6 +71,11 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 		}
 		if s.OutputSchema != nil {
 			if c.output[name], err = compileSchema("output_schema", s.OutputSchema); err != nil {
+				return nil, err
+			}
+		}
+		if s.TraceSchema != nil {
+			if c.trace[name], err = compileSchema("trace_schema", s.TraceSchema); err != nil {
 				return nil, err
 			}
 		}

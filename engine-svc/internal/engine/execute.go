@@ -76,6 +76,7 @@ const (
 	execGateOpened                          // the answer opened the step's question
 	execGateFailed                          // the step's question could not be worded
 	execAnswerRefused                       // the answer was refused and counted
+	execTraceRefused                        // the trace does not fit trace_schema (enforce); nothing written
 	execDefaulted                           // refusals ran out; the default output settled it
 	execExhausted                           // refusals ran out; the step failed
 )
@@ -199,6 +200,12 @@ func (t *txn) answer(s *workflow.Step, in answerIn) *executed {
 	if len(errs) > 0 {
 		return t.refuseAnswer(s, in, code, errs)
 	}
+	if errs := t.checkTrace(s, in); len(errs) > 0 {
+		if s.TraceValidationMode == "enforce" {
+			return &executed{kind: execTraceRefused, step: s.Name, code: errcode.ValidationTraceSchema, errs: errs}
+		}
+		t.warnings = append(t.warnings, fmt.Sprintf("Trace schema violation for step '%s': %s", s.Name, errs[0].Text()))
+	}
 	e := t.entry(s.Name, "success")
 	e.InputSummary = answer
 	e.OutputSummary = answer
@@ -243,6 +250,31 @@ func (t *txn) checkAnswer(s *workflow.Step, answer map[string]any) (errcode.Code
 		}
 	}
 	return "", nil
+}
+
+// checkTrace validates the whole list of trace entries the step would
+// record (the buffered entries it adopts, then the call's) against its
+// trace_schema (spec §9.4); nil without one. Checking writes nothing.
+func (t *txn) checkTrace(s *workflow.Step, in answerIn) []schema.Error {
+	sch := t.def.trace[s.Name]
+	if sch == nil {
+		return nil
+	}
+	var list []any
+	for _, e := range append(t.adoptable(s.Name, in.nonce), entriesFrom(in.trace, in.nonce)...) {
+		m := map[string]any{"event": e.Event}
+		if e.Timestamp != "" {
+			m["timestamp"] = e.Timestamp
+		}
+		if e.Data != nil {
+			m["data"] = e.Data
+		}
+		list = append(list, m)
+	}
+	if list == nil {
+		list = []any{}
+	}
+	return sch.Validate(list)
 }
 
 // refuseAnswer counts a refused answer on the run (a write) and, at the
@@ -339,6 +371,16 @@ func (t *txn) executeReply(command string, o *executed) *realmv1.Reply {
 		r.ErrorDetails = toStruct(map[string]any{"errors": schemaErrors(o.errs), "rejections": o.rejections, "threshold": o.threshold})
 		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_PROVIDE_INPUT
 		r.ContextHint = fmt.Sprintf("Error during '%s'. Run phase: '%s'.", o.step, t.run.Phase())
+		r.NextActions = t.nextActions(t.view())
+		return r
+	case execTraceRefused:
+		r := t.envelope(o.step)
+		r.Status = realmv1.ReplyStatus_REPLY_STATUS_ERROR
+		r.Errors = []string{fmt.Sprintf("Trace schema validation failed for step '%s'", o.step), o.errs[0].Text()}
+		r.ErrorCode = string(o.code)
+		r.ErrorDetails = toStruct(map[string]any{"errors": schemaErrors(o.errs)})
+		r.AgentAction = realmv1.AgentAction_AGENT_ACTION_PROVIDE_INPUT
+		r.ContextHint = fmt.Sprintf("Error during '%s'. Run phase: '%s'. The step stays open: send its answer again with a trace that fits its trace_schema.", o.step, t.run.Phase())
 		r.NextActions = t.nextActions(t.view())
 		return r
 	case execDefaulted:

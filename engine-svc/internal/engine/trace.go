@@ -224,6 +224,18 @@ func (t *txn) traceReply(command string, out traced) *realmv1.AppendTraceRespons
 // entries of this writer (own) and of no writer (anonymous), then the
 // call's own entries, cut to the final limits; another writer's entries
 // stay buffered (preserved). It returns the counts the reply carries.
+// adoptable is the buffered entries of step that a call with nonce would
+// adopt (its own and the anonymous ones), without adopting them.
+func (t *txn) adoptable(step, nonce string) []traceEntry {
+	var out []traceEntry
+	for _, e := range t.buffered(step) {
+		if e.WriterNonce == "" || e.WriterNonce == nonce {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func (t *txn) adoptTrace(step, nonce string, call []*realmv1.TraceEntry) (trace []any, summary map[string]any, own, anon, foreign int) {
 	var keep []traceEntry
 	var adopted []traceEntry

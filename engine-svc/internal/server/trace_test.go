@@ -68,3 +68,74 @@ func TestTraceEntriesAreBufferedThenAdoptedByTheirWriter(t *testing.T) {
 		}
 	})
 }
+
+// tracedWorkflow's one agent step wants at least two trace entries, each
+// with an event of its list (spec §9.4), in the given mode.
+func tracedWorkflow(mode string) []byte {
+	return []byte(`id: traced_` + mode + `
+name: Traced
+version: 1
+steps:
+  look:
+    description: Look and say what you saw.
+    execution: agent
+    input_schema: { type: object, required: [seen], properties: { seen: { type: string } } }
+    trace_validation_mode: ` + mode + `
+    trace_schema:
+      type: array
+      minItems: 2
+      items: { type: object, properties: { event: { enum: [opened, read, decided] } } }
+`)
+}
+
+func TestTheTraceIsCheckedAgainstItsSchemaWhenTheStepIsCalled(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		answer := func(run string, events ...string) *realmv1.Reply {
+			var tr []*realmv1.TraceEntry
+			for _, ev := range events {
+				tr = append(tr, &realmv1.TraceEntry{Event: ev})
+			}
+			resp, err := e.client.ExecuteStep(ctx(t), &realmv1.ExecuteStepRequest{RunId: run, Command: "look",
+				Params: params(t, map[string]any{"seen": "a bird"}), Trace: tr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.GetReply()
+		}
+		for _, mode := range []string{"warn", "enforce"} {
+			if r := e.register(t, tracedWorkflow(mode)); !r.GetRegistered() {
+				t.Fatal(r.GetReport().GetText())
+			}
+		}
+
+		// warn: the step completes, and the reply says what did not fit.
+		run := start(t, e, "traced_warn", nil).GetRunId()
+		r := answer(run, "opened")
+		if r.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_COMPLETED || len(r.GetWarnings()) != 1 ||
+			r.GetWarnings()[0] != "Trace schema violation for step 'look': must NOT have fewer than 2 items" {
+			t.Errorf("warn mode = %v", r)
+		}
+
+		// enforce: refused, nothing written, the step stays open; a
+		// buffered entry counts toward the whole list.
+		run = start(t, e, "traced_enforce", nil).GetRunId()
+		before := state(t, e, run).GetRunVersion()
+		r = answer(run, "opened", "wandered")
+		if r.GetErrorCode() != "VALIDATION_TRACE_SCHEMA" || r.GetAgentAction() != realmv1.AgentAction_AGENT_ACTION_PROVIDE_INPUT ||
+			len(r.GetErrors()) != 2 || r.GetErrors()[0] != "Trace schema validation failed for step 'look'" ||
+			r.GetErrors()[1] != "/1/event must be equal to one of the allowed values" {
+			t.Fatalf("enforce mode = %v", r)
+		}
+		if st := state(t, e, run); st.GetRunVersion() != before || st.GetTerminalState() {
+			t.Errorf("the refusal wrote: version %d → %d", before, st.GetRunVersion())
+		}
+		if _, err := e.client.AppendTrace(ctx(t), &realmv1.AppendTraceRequest{RunId: run, StepId: "look",
+			Entries: []*realmv1.TraceEntry{{Event: "opened"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if r := answer(run, "decided"); r.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_COMPLETED || len(r.GetWarnings()) != 0 {
+			t.Errorf("buffered + sent entries that fit = %v", r)
+		}
+	})
+}
