@@ -18,13 +18,13 @@ import (
 
 	"github.com/realm-go/realm/listen-svc/dedup"
 	"github.com/realm-go/realm/listen-svc/ratelimit"
-	"github.com/realm-go/realm/listen-svc/trigger"
 	"github.com/realm-go/realm/listen-svc/webhook"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/redisconn"
 	"github.com/realm-go/realm/pkg/source"
+	"github.com/realm-go/realm/pkg/trigger"
 )
 
 // listenGrace is how long requests in flight may finish on Ctrl-C.

@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/realm-go/realm/listen-svc/trigger"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/trigger"
 )
 
 // Mount is one served workflow: its path, its checked trigger and the

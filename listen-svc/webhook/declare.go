@@ -4,8 +4,8 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/realm-go/realm/listen-svc/trigger"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/trigger"
 	"github.com/realm-go/realm/pkg/workflow"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/realm-go/realm/listen-svc/trigger"
 	"github.com/realm-go/realm/listen-svc/webhook"
+	"github.com/realm-go/realm/pkg/trigger"
 )
 
 // plain signs body for the dedup-less triggers (hmac-plain, stripe-plain,

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/realm-go/realm/listen-svc/trigger"
+	"github.com/realm-go/realm/pkg/trigger"
 )
 
 // SharedLimiter keeps rate-limit buckets that every replica of the

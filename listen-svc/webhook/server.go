@@ -17,10 +17,10 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/realm-go/realm/listen-svc/dedup"
-	"github.com/realm-go/realm/listen-svc/trigger"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/reply"
+	"github.com/realm-go/realm/pkg/trigger"
 )
 
 // Defaults of the request limits (listen spec §2.1).

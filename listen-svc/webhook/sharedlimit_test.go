@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/realm-go/realm/listen-svc/ratelimit"
-	"github.com/realm-go/realm/listen-svc/trigger"
 	"github.com/realm-go/realm/listen-svc/webhook"
+	"github.com/realm-go/realm/pkg/trigger"
 )
 
 // sharedRedis is a client of the Redis at $REDIS_URL (else a miniredis of

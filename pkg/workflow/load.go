@@ -9,6 +9,8 @@ import (
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/realm-go/realm/pkg/trigger"
 )
 
 // LoadOptions tunes Load.
@@ -559,8 +561,10 @@ func (l *loader) contextWrapper() {
 	}
 }
 
-// trigger keeps the webhook block; its detailed rules (spec §16) are checked
-// by realm listen. Here: the shape, its keys, and the required ones.
+// trigger checks the webhook block: its shape, its keys and the required
+// ones here, then every rule of spec §16 / listen §4.1 with the parser
+// listen-svc serves it with (pkg/trigger), so validate and register refuse
+// what the listener would, at the line of the field at fault.
 func (l *loader) trigger() {
 	p, ok := l.top["trigger"]
 	if !ok || isNull(p.Value) {
@@ -588,8 +592,17 @@ func (l *loader) trigger() {
 			l.errf("trigger: missing required property '%s'%s", k, lineOf(p.Key))
 		}
 	}
+	before := len(l.rep.Errors)
 	m, _ := l.jsonOf(p.Value, "'trigger'").(map[string]any)
 	l.def.Trigger = m
+	if len(l.rep.Errors) > before || m == nil {
+		return
+	}
+	if _, err := trigger.Parse(m); err != nil {
+		// In the words of listen §4.1 exactly, which carry no line (the
+		// original's schema validator gives none).
+		l.errf("%s", err.Error())
+	}
 }
 
 // profiles resolves each agent_profile from opts.Files (spec §3.7).

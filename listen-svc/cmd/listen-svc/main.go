@@ -34,7 +34,6 @@ import (
 
 	"github.com/realm-go/realm/listen-svc/dedup"
 	"github.com/realm-go/realm/listen-svc/ratelimit"
-	"github.com/realm-go/realm/listen-svc/trigger"
 	"github.com/realm-go/realm/listen-svc/webhook"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -42,6 +41,7 @@ import (
 	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/redisconn"
 	"github.com/realm-go/realm/pkg/tracing"
+	"github.com/realm-go/realm/pkg/trigger"
 )
 
 func envOr(key, def string) string {

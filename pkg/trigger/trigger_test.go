@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/realm-go/realm/listen-svc/trigger"
+	"github.com/realm-go/realm/pkg/trigger"
 )
 
 func block(t *testing.T, s string) map[string]any {
