@@ -17,11 +17,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/realm-go/realm/listen-svc/dedup"
-	"github.com/realm-go/realm/listen-svc/ratelimit"
 	"github.com/realm-go/realm/listen-svc/webhook"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/mtls"
+	"github.com/realm-go/realm/pkg/ratelimit"
 	"github.com/realm-go/realm/pkg/redisconn"
 	"github.com/realm-go/realm/pkg/source"
 	"github.com/realm-go/realm/pkg/trigger"

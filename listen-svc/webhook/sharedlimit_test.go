@@ -11,8 +11,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/realm-go/realm/listen-svc/ratelimit"
 	"github.com/realm-go/realm/listen-svc/webhook"
+	"github.com/realm-go/realm/pkg/ratelimit"
 	"github.com/realm-go/realm/pkg/trigger"
 )
 

@@ -95,6 +95,9 @@ func (t *txn) claimForDispatch(s *workflow.Step) {
 		cl.adapter = t.adapterOf(s)
 		if svc := t.def.Def.Services[s.UsesService]; svc != nil {
 			cl.trust, cl.rateLimit = svc.Trust, svc.RateLimit
+			// One bucket per declared service of the workflow, on every
+			// replica (the NUL keeps "a"+"b/c" and "a/b"+"c" apart).
+			cl.bucket = t.run.WorkflowID + "\x00" + s.UsesService
 		}
 	}
 	t.dispatch = append(t.dispatch, cl)
@@ -129,6 +132,7 @@ type claimed struct {
 	adapter   string // uses_service: the adapter, its service's trust label and rate_limit
 	trust     string
 	rateLimit map[string]any
+	bucket    string
 	step      string
 	token     string
 	input     map[string]any
@@ -761,6 +765,38 @@ func dataOf(r *realmv1.ExecuteHandlerResponse) any {
 	return r.Data.AsInterface()
 }
 
+// throttle waits until the service's shared bucket lets one more call
+// through: requests_per_second, burst (default requests_per_second). The
+// spec's limiter is per process; here every engine replica on the store
+// draws on one bucket, so together they keep the rate. A Redis error lets
+// the call go (the runner's own per-process limiter still applies) and is
+// logged.
+func (e *Engine) throttle(ctx context.Context, bucket string, rl map[string]any) {
+	rps, _ := rl["requests_per_second"].(float64)
+	if e.limits == nil || !(rps > 0) || math.IsInf(rps, 0) {
+		return
+	}
+	burst := max(int(math.Ceil(rps)), 1)
+	if b, ok := rl["burst"].(float64); ok && b >= 1 {
+		burst = int(b)
+	}
+	for {
+		wait, err := e.limits.Take(ctx, bucket, rps, burst)
+		if err != nil {
+			e.log.Warn("service rate limit unavailable; the call goes with the runner's own limit", "err", err)
+			return
+		}
+		if wait <= 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
 // connPool keeps one client connection per runner endpoint (and
 // certificate name).
 type connPool struct {
@@ -859,6 +895,9 @@ func (e *Engine) callAdapter(ctx context.Context, a attempt, runID string, s *wo
 	if c.rateLimit != nil {
 		config["rate_limit"] = c.rateLimit
 	}
+	// Excess calls wait (spec §3.4), within the attempt's deadline: a
+	// waiting step's recorded duration includes the wait.
+	e.throttle(ctx, c.bucket, c.rateLimit)
 	method := s.ServiceMethod
 	if method == "" {
 		method = "fetch"

@@ -25,6 +25,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/registry"
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/pkg/errcode"
+	"github.com/realm-go/realm/pkg/ratelimit"
 	"github.com/realm-go/realm/pkg/workflow"
 )
 
@@ -53,6 +54,10 @@ type Options struct {
 	// RunnerDialOptions are added to every connection to a runner (e.g.
 	// client metrics).
 	RunnerDialOptions []grpc.DialOption
+	// RateLimits holds the services' rate_limit buckets, shared by every
+	// replica on the same Redis. Nil: buckets beside the store's keys when
+	// the store is Redis (it always is outside unit tests).
+	RateLimits *ratelimit.Redis
 	// LeaseRenewEvery, when positive, replaces how often a running
 	// finalizer's lease is renewed (a third of the lease): a test-only way
 	// to see renewals without waiting ten seconds.
@@ -71,6 +76,8 @@ type Engine struct {
 	reg   *registry.Registry
 	conns *connPool
 	m     *instruments
+	// limits are the services' rate_limit buckets (nil: none).
+	limits *ratelimit.Redis
 	// drives counts the calls running handlers (see WaitDrives).
 	drives sync.WaitGroup
 
@@ -93,15 +100,19 @@ func New(o Options) *Engine {
 	if o.RunCacheSize == 0 {
 		o.RunCacheSize = 4096
 	}
+	if r, ok := o.Store.(*store.Redis); ok && o.RateLimits == nil {
+		o.RateLimits = ratelimit.NewRedis(r.Client(), r.Prefix()+":rate")
+	}
 	return &Engine{
-		st:    o.Store,
-		now:   o.Clock,
-		log:   o.Logger,
-		defs:  newDefCache(o.DefinitionTTL),
-		runs:  &runCache{max: o.RunCacheSize, m: map[string]*decoded{}},
-		reg:   o.Registry,
-		conns: &connPool{opts: o.RunnerDialOptions},
-		m:     newInstruments(o.Metrics),
+		limits: o.RateLimits,
+		st:     o.Store,
+		now:    o.Clock,
+		log:    o.Logger,
+		defs:   newDefCache(o.DefinitionTTL),
+		runs:   &runCache{max: o.RunCacheSize, m: map[string]*decoded{}},
+		reg:    o.Registry,
+		conns:  &connPool{opts: o.RunnerDialOptions},
+		m:      newInstruments(o.Metrics),
 
 		claimWindow:     o.ClaimWindow,
 		leaseRenewEvery: o.LeaseRenewEvery,

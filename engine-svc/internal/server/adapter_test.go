@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,4 +110,58 @@ func TestServiceStepWithoutItsAdapterIsBlocked(t *testing.T) {
 			t.Errorf("start = %v", r)
 		}
 	})
+}
+
+// A service's rate_limit holds across engine replicas: calls through two
+// engines on one store draw on one bucket (spec §3.4 says per process;
+// here per service, for the whole deployment).
+func TestAServiceRateLimitIsSharedByEveryReplica(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"redis", "miniredis"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			a := setup(t, backend)
+			b := engineOn(t, a.st, a.rc, a.prefix)
+			var mu sync.Mutex
+			var calls []time.Time
+			startAdapterRunner(t, a, "http", func(*realmv1.CallAdapterRequest) *realmv1.CallAdapterResponse {
+				mu.Lock()
+				calls = append(calls, time.Now())
+				mu.Unlock()
+				return &realmv1.CallAdapterResponse{Data: value(t, map[string]any{"status": 200.0, "data": map[string]any{}})}
+			})
+			wf := strings.Replace(fmt.Sprintf(crm, ""), "crm: { adapter: http, trust: engine_managed }",
+				"crm: { adapter: http, rate_limit: { requests_per_second: 4, burst: 1 } }", 1)
+			a.register(t, []byte(wf))
+			const perEngine = 4
+			var wg sync.WaitGroup
+			for i := range 2 * perEngine {
+				e := a
+				if i%2 == 1 {
+					e = b
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if r := start(t, e, "crm", map[string]any{"email": "x@x"}); r.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_COMPLETED {
+						t.Errorf("run = %v", r)
+					}
+				}()
+			}
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			if len(calls) != 2*perEngine {
+				t.Fatalf("%d calls, want %d", len(calls), 2*perEngine)
+			}
+			slices.SortFunc(calls, func(x, y time.Time) int { return x.Compare(y) })
+			// 8 calls at 4 a second, one at a time: at least 7 intervals of
+			// 250 ms. Each engine alone would let its 4 through in 750 ms.
+			span := calls[len(calls)-1].Sub(calls[0])
+			if span < 1650*time.Millisecond {
+				t.Errorf("8 calls in %s: %.1f a second, over the limit of 4", span, float64(len(calls)-1)/span.Seconds())
+			}
+			t.Logf("8 calls through two engines in %s (%.2f a second; limit 4)", span, float64(len(calls)-1)/span.Seconds())
+		})
+	}
 }

@@ -33,12 +33,12 @@ import (
 	"time"
 
 	"github.com/realm-go/realm/listen-svc/dedup"
-	"github.com/realm-go/realm/listen-svc/ratelimit"
 	"github.com/realm-go/realm/listen-svc/webhook"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/metrics"
 	"github.com/realm-go/realm/pkg/mtls"
+	"github.com/realm-go/realm/pkg/ratelimit"
 	"github.com/realm-go/realm/pkg/redisconn"
 	"github.com/realm-go/realm/pkg/tracing"
 	"github.com/realm-go/realm/pkg/trigger"

@@ -1,6 +1,7 @@
-// Package ratelimit keeps the webhook triggers' rate limits in Redis, so
-// every listener replica sharing the Redis draws on one bucket per trigger
-// and together they serve the limit, not the limit times the replicas.
+// Package ratelimit keeps rate limits in Redis (the webhook triggers'
+// of listen-svc, the services' rate_limit of engine-svc), so every replica
+// sharing the Redis draws on one bucket per trigger or service and together
+// they serve the limit, not the limit times the replicas.
 //
 // The bucket is GCRA (the generic cell rate algorithm): one key per
 // bucket holds its theoretical arrival time, the moment the bucket would be

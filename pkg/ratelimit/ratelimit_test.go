@@ -11,7 +11,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/realm-go/realm/listen-svc/ratelimit"
+	"github.com/realm-go/realm/pkg/ratelimit"
 )
 
 // redisFor is the Redis at $REDIS_URL (what CI and `make test` run), else
