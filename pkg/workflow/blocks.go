@@ -30,7 +30,7 @@ func (c *stepCheck) trust(p pair) {
 	c.errf("%s%s", msg, lineOf(p.Key))
 }
 
-var gateKeys = []string{"choices", "message", "owner", "resolution_messages", "timeout_seconds", "on_expiry", "default_choice", "reminder_seconds", "reminder_max"}
+var gateKeys = []string{"choices", "message", "owner", "resolution_messages", "timeout_seconds", "on_expiry", "default_choice", "reminder_seconds", "reminder_max", "before"}
 
 // gate checks the gate block (spec §10.2). It is read only when the step's
 // trust opens a gate; otherwise the block is inert and only warned about.
@@ -105,6 +105,13 @@ func (c *stepCheck) gate(p pair) {
 				continue
 			}
 			g.OnExpiry = s
+		case "before":
+			b, ok := boolean(f.Value)
+			if !ok {
+				errf("'gate.before' must be true or false%s", at)
+				continue
+			}
+			g.Before = b
 		case "reminder_seconds", "reminder_max":
 			n, ok := positiveInt(f.Value)
 			if !ok {
@@ -125,6 +132,9 @@ func (c *stepCheck) gate(p pair) {
 	c.st.Gate = g
 	if !gated {
 		return
+	}
+	if g.Before && (c.kind != KindAuto || c.st.Handler == "" && c.st.UsesService == "") {
+		c.errf("'gate.before: true' applies to an auto step whose work is a handler or a service: the person approves before that work is called. This step calls none — remove 'gate.before'.%s", c.at())
 	}
 	if g.OnExpiry == "settle_default" && g.DefaultChoice == "" {
 		c.errf("'gate.on_expiry: settle_default' requires 'gate.default_choice' (nothing to resolve the gate with on expiry)%s", c.at())

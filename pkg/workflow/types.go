@@ -185,7 +185,14 @@ type Gate struct {
 	DefaultChoice      string            `json:"default_choice,omitempty"`
 	ReminderSeconds    int               `json:"reminder_seconds,omitempty"`
 	ReminderMax        int               `json:"reminder_max,omitempty"`
+	// Before puts the question before the step's handler or service call
+	// (beyond the original, which asks after the work ran): the work is
+	// called only when the answer is the first effective choice.
+	Before bool `json:"before,omitempty"`
 }
+
+// GatedBefore reports whether the step's question comes before its work.
+func (s *Step) GatedBefore() bool { return s.Gated() && s.Gate != nil && s.Gate.Before }
 
 // Gated reports whether the step opens a human gate.
 func (s *Step) Gated() bool {

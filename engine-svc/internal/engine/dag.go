@@ -177,6 +177,14 @@ func (t *txn) advance(o advanceOpts) {
 				}
 				if o.chain && t.runnableHere(s) == nil {
 					switch {
+					case s.GatedBefore() && !t.approvedBefore(s):
+						// gate.before: the person approves the work before
+						// it is called; the preview is what it would be
+						// called with.
+						if err := t.openGate(s, t.handlerInput(s), t.caller); err != nil {
+							t.gateErr, t.gateErrStep = err, s.Name
+							continue
+						}
 					case s.Handler != "" || s.UsesService != "":
 						// Handler steps run after this write, on a runner;
 						// a gate on one opens once its work is done.

@@ -740,7 +740,7 @@ func (t *txn) settleDispatched(c claimed, o outcome) {
 			warns = append(warns, w)
 			t.warnings = append(t.warnings, w)
 		}
-		if s.Gated() {
+		if s.Gated() && !s.GatedBefore() {
 			// The work ran first; its output is what the person decides on.
 			if err := t.openGate(s, out, t.caller); err != nil {
 				t.gateErr, t.gateErrStep = err, c.step

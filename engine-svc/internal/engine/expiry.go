@@ -98,9 +98,14 @@ func (t *txn) enactExpiry(via string) *expiry {
 		if c := t.run.Claims[g.StepName]; c != nil {
 			token = &c.Token
 		}
-		t.run.ResolvedGates[g.GateID] = &record.ResolvedGate{Step: g.StepName, Choice: g.DefaultChoice, ResolvedBy: "timeout", ExpiredAt: g.ExpiresAt, EnactedVia: via}
-		t.setOutput(g.StepName, out)
-		t.run.MarkCompleted(g.StepName, &record.Settled{Token: token, Outcome: "gate", Choice: g.DefaultChoice, ResolvedBy: "timeout"})
+		rg := &record.ResolvedGate{Step: g.StepName, Choice: g.DefaultChoice, ResolvedBy: "timeout", ExpiredAt: g.ExpiresAt, EnactedVia: via}
+		t.run.ResolvedGates[g.GateID] = rg
+		if st := t.stepOf(g.StepName); st != nil && st.GatedBefore() {
+			t.settleBefore(st, g, g.DefaultChoice, rg)
+		} else {
+			t.setOutput(g.StepName, out)
+			t.run.MarkCompleted(g.StepName, &record.Settled{Token: token, Outcome: "gate", Choice: g.DefaultChoice, ResolvedBy: "timeout"})
+		}
 		t.appendEvidence(e)
 		t.advance(advanceOpts{decideGuards: true, chain: false, arm: record.ArmGateExpiryDefault})
 		line := fmt.Sprintf("gate '%s' on '%s' had expired %s before this call — this %s call first carried out its declared settle_default: the default choice '%s' was recorded (enacted_via: %s).",

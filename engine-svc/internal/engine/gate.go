@@ -18,6 +18,31 @@ import (
 // openGate parks the run at a step's human gate: the step keeps a claim
 // (with a fresh token) and the gate's settings are frozen into the run.
 // preview is what the person decides about.
+// approvedBefore reports whether a question before s's work was answered
+// with the choice that lets the work run.
+func (t *txn) approvedBefore(s *workflow.Step) bool {
+	for _, rg := range t.run.ResolvedGates {
+		if rg.Step == s.Name && rg.ApprovesWork {
+			return true
+		}
+	}
+	return false
+}
+
+// settleBefore applies choice to the question before s's work
+// (gate.before): the first effective choice returns the step to pending,
+// its work to be called by the next advance; any other skips it, and the
+// work is never called. It reports whether the work may run.
+func (t *txn) settleBefore(s *workflow.Step, g *record.PendingGate, choice string, rg *record.ResolvedGate) bool {
+	if len(g.Choices) > 0 && choice == g.Choices[0] {
+		rg.ApprovesWork = true
+		t.run.Release(s.Name)
+		return true
+	}
+	t.run.MarkSkipped(s.Name, &record.SkipDetail{Kind: "gate_declined", GateID: g.GateID})
+	return false
+}
+
 func (t *txn) openGate(s *workflow.Step, preview any, caller *realmv1.Caller) error {
 	msg := ""
 	if s.Gate != nil && s.Gate.Message != "" {

@@ -177,8 +177,14 @@ func (t *txn) respond(req *realmv1.SubmitHumanResponseRequest) responded {
 	}
 	t.run.ResolvedGates[gateID] = rg
 	t.run.PendingGate = nil
-	t.setOutput(step, out)
-	t.run.MarkCompleted(step, &record.Settled{Token: token, Outcome: "gate", Choice: choice})
+	if st := t.stepOf(step); st != nil && st.GatedBefore() {
+		// The answer decides whether the work is called at all; the
+		// step's output will be the work's.
+		t.settleBefore(st, g, choice, rg)
+	} else {
+		t.setOutput(step, out)
+		t.run.MarkCompleted(step, &record.Settled{Token: token, Outcome: "gate", Choice: choice})
+	}
 	t.appendEvidence(e)
 	// Guards the answer makes ready are decided in this write; auto steps
 	// are owed to the engine (advance_run), not run here.

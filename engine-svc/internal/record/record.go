@@ -252,6 +252,9 @@ type ResolvedGate struct {
 	// EnactedVia names the act that carried out an expired question
 	// (respond, advance, timer, sweeper, …).
 	EnactedVia string `json:"enacted_via,omitempty"`
+	// ApprovesWork: the question came before the step's work (gate.before)
+	// and its answer lets the work run.
+	ApprovesWork bool `json:"approves_work,omitempty"`
 }
 
 // Seal is the machine-readable ending of a run.
@@ -444,6 +447,10 @@ func (r *Run) MarkSkipped(step string, d *SkipDetail) {
 	}
 	r.SkipDetails[step] = d
 }
+
+// Release frees a step's claim and returns it to pending (a question
+// before the work was approved: the work is still to run).
+func (r *Run) Release(step string) { r.release(step) }
 
 func (r *Run) release(step string) {
 	r.InProgressSteps = remove(r.InProgressSteps, step)

@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -136,6 +138,79 @@ func TestAnswerThatMakesAGuardAbortIsStillOk(t *testing.T) {
 		want := fmt.Sprintf("Run '%s' is terminal (aborted); cannot submit a gate response — an aborted run is never resumed; 'realm run purge %s' previews what it would remove.", opened.GetRunId(), opened.GetRunId())
 		if late.GetErrorCode() != "STATE_RUN_TERMINAL" || late.GetErrors()[0] != want {
 			t.Errorf("late = %v", late)
+		}
+	})
+}
+
+// gate.before (beyond the original): the person approves irreversible work
+// before it is called; the preview is what it would be called with, and a
+// refusal never calls it.
+func TestAGateBeforeTheWorkCallsItOnlyWhenApproved(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		var calls atomic.Int32
+		startRunner(t, e, map[string]handlerFunc{
+			"delete_account": func(_ context.Context, req *realmv1.ExecuteHandlerRequest) (*realmv1.ExecuteHandlerResponse, error) {
+				calls.Add(1)
+				in, _ := req.GetInputs().AsMap()["params"].(map[string]any)
+				return &realmv1.ExecuteHandlerResponse{Data: value(t, map[string]any{"deleted": in["account"]})}, nil
+			},
+		})
+		wf := `id: offboard
+name: Offboard
+version: 1
+steps:
+  delete:
+    description: Delete the account.
+    execution: auto
+    handler: delete_account
+    input_map:
+      account: run.params.account
+    trust: human_confirmed
+    gate:
+      before: true
+      message: Delete {{ run.params.account }}?
+`
+		if r := e.register(t, []byte(wf)); !r.GetRegistered() {
+			t.Fatal(r.GetReport().GetText())
+		}
+		for _, c := range []struct {
+			choice string
+			calls  int32
+			phase  realmv1.RunPhase
+		}{{"reject", 0, realmv1.RunPhase_RUN_PHASE_COMPLETED}, {"approve", 1, realmv1.RunPhase_RUN_PHASE_COMPLETED}} {
+			calls.Store(0)
+			opened := start(t, e, "offboard", map[string]any{"account": "acme"})
+			g := opened.GetGate()
+			if opened.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_GATE_WAITING || g.GetPreview().GetStructValue().AsMap()["account"] != "acme" || calls.Load() != 0 {
+				t.Fatalf("the question must come first, with the call's input as preview: %v (calls %d)", opened, calls.Load())
+			}
+			run := opened.GetRunId()
+			respond(t, e, run, g.GetGateId(), c.choice, nil)
+			r := advance(t, e, run)
+			if r.GetRunPhase() != c.phase || calls.Load() != c.calls {
+				t.Fatalf("%s: phase %v, %d calls of the work, want %d: %v", c.choice, r.GetRunPhase(), calls.Load(), c.calls, r)
+			}
+			s := state(t, e, run)
+			switch c.choice {
+			case "reject":
+				if strings.Join(s.GetSkippedSteps(), ",") != "delete" {
+					t.Errorf("a refused step is skipped: %v", s)
+				}
+			default:
+				if strings.Join(s.GetCompletedSteps(), ",") != "delete" {
+					t.Errorf("an approved step completes with its work: %v", s)
+				}
+				snap, _ := e.st.LoadRun(ctx(t), run)
+				if string(snap.Outputs["delete"]) != `{"deleted":"acme"}` {
+					t.Errorf("output = %s", snap.Outputs["delete"])
+				}
+			}
+		}
+		bad := strings.Replace(wf, "    handler: delete_account\n    input_map:\n      account: run.params.account\n", "", 1)
+		if r := e.register(t, []byte(strings.Replace(bad, "id: offboard", "id: bare", 1))); r.GetRegistered() ||
+			!strings.Contains(r.GetReport().GetText(), "'gate.before: true' applies to an auto step whose work is a handler or a service") {
+			t.Errorf("gate.before on a step with no work: %s", r.GetReport().GetText())
 		}
 	})
 }
