@@ -20,7 +20,7 @@ import (
 )
 
 func load(src *realmv1.WorkflowSource, strict bool) (*workflow.Definition, *workflow.Report) {
-	return workflow.Load(src.GetYaml(), workflow.LoadOptions{Path: src.GetPath(), Files: src.GetFiles(), Strict: strict})
+	return workflow.Load(src.GetYaml(), workflow.LoadOptions{Path: src.GetPath(), Files: src.GetFiles(), FileErrors: src.GetFileErrors(), Strict: strict})
 }
 
 // reportProto converts a loader report.
