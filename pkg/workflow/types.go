@@ -74,10 +74,10 @@ type Definition struct {
 	// cannot read the author's files, so the texts travel with the
 	// registered copy, and each run snapshots them when it is created.
 	ResolvedContext map[string]ContextText `json:"resolved_context,omitempty"`
-	SchemaVersion    int               `json:"schema_version"`
-	Origin           string            `json:"origin,omitempty"`
-	Model            string            `json:"model,omitempty"`
-	Agent            string            `json:"agent,omitempty"`
+	SchemaVersion   int                    `json:"schema_version"`
+	Origin          string                 `json:"origin,omitempty"`
+	Model           string                 `json:"model,omitempty"`
+	Agent           string                 `json:"agent,omitempty"`
 }
 
 // Protocol overrides what get_workflow_protocol returns (spec §3.3).
