@@ -11,6 +11,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/reply"
 	"github.com/realm-go/realm/pkg/template"
 	"github.com/realm-go/realm/pkg/workflow"
 )
@@ -143,10 +144,16 @@ func (t *txn) gateReply(command string) *realmv1.Reply {
 }
 
 // gateDisplay is the question shown: the rendered message, else the
-// rendered prompt (mcp spec §9.2).
+// step's display template over the preview, else the rendered prompt (mcp
+// spec §9.2, taking the YAML reference's chain).
 func (t *txn) gateDisplay(s *workflow.Step, g *record.PendingGate) string {
 	if g.ResolvedMessage != "" {
 		return g.ResolvedMessage
+	}
+	if s != nil && s.Display != "" {
+		if d := reply.Display(s.Display, g.Preview); d != "" {
+			return d
+		}
 	}
 	if s != nil && s.Prompt != "" {
 		return t.renderPrompt(s.Prompt)

@@ -195,6 +195,10 @@ func (e *Engine) GetWorkflowProtocol(ctx context.Context, req *realmv1.GetWorkfl
 		if s.Gated() {
 			m["possible_gate"] = true
 		}
+		if s.Instructions != "" {
+			// Standing instructions, never rendered (workflow-file §4.4).
+			m["instructions"] = s.Instructions
+		}
 		if s.AgentProfile != "" {
 			if text, ok := d.ResolvedProfiles[s.AgentProfile]; ok {
 				m["agent_profile_instructions"] = text

@@ -118,3 +118,33 @@ func TestWorkflowContextRendersInPromptsAndGateMessages(t *testing.T) {
 		}
 	})
 }
+
+// Without a gate.message the gate shows the step's display template over
+// its output before falling back to the prompt (mcp spec §9.2).
+func TestGateDisplayFallsBackToTheDisplayTemplate(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ display, want string }{
+		{"display: 'Send {{ reply }}?'", "Send hi?"},
+		{"", "Write a reply."},
+	} {
+		e := setup(t, "miniredis")
+		r := e.register(t, []byte(`id: shown
+name: Shown
+version: 1
+steps:
+  draft:
+    description: Draft.
+    execution: agent
+    prompt: Write a reply.
+    trust: human_confirmed
+    `+c.display+`
+`))
+		if !r.GetRegistered() {
+			t.Fatal(r.GetReport().GetText())
+		}
+		run := start(t, e, "shown", nil).GetRunId()
+		if got := step(t, e, run, "draft", map[string]any{"reply": "hi"}).GetGate().GetDisplay(); got != c.want {
+			t.Errorf("%q: gate display = %q, want %q", c.display, got, c.want)
+		}
+	}
+}
