@@ -128,6 +128,8 @@ type driver struct {
 		output map[string]any
 	}
 	gateShown string
+	// named marks the refused steps already named in this drive.
+	named map[string]bool
 	// capabilityTried says the drive has tried a capability-blocked step.
 	capabilityTried bool
 	// budgetWarned marks the steps whose repair-budget warning was shown.
@@ -159,7 +161,7 @@ func Run(ctx context.Context, eng realmv1.EngineServiceClient, req *realmv1.Driv
 		caller.By, caller.BySource = o.Caller.GetBy(), o.Caller.GetBySource()
 	}
 	o.Caller = caller
-	d := &driver{ctx: ctx, eng: eng, o: o, emit: emit, budgetWarned: map[string]bool{}}
+	d := &driver{ctx: ctx, eng: eng, o: o, emit: emit, budgetWarned: map[string]bool{}, named: map[string]bool{}}
 	err := d.open(ctx, req)
 	if err == nil {
 		err = d.loop(ctx)
@@ -426,6 +428,9 @@ func (d *driver) untilBlocked(ctx context.Context) error {
 			}
 			d.gateShown = ""
 		}
+		if err := d.nameRefused(st); err != nil {
+			return err
+		}
 		if owes(st.GetNextActions()) {
 			// The engine's work (handlers, guards) is not a model's: the
 			// slot is given back while it runs.
@@ -456,6 +461,16 @@ func (d *driver) untilBlocked(ctx context.Context) error {
 				return err
 			}
 			continue
+		}
+		if r := d.firstRefused(st); r != nil {
+			var failure *realmv1.DriveFailure
+			if r.check == "input_schema" {
+				// Only an input refusal is the drive's failure to record;
+				// trust and preconditions are the workflow's (§12.1).
+				failure = d.failure(r.step, &provider.CallError{Class: provider.ClassValidationRejected,
+					Message: fmt.Sprintf("'%s' cannot run (%s): %s", r.step, r.check, r.why)})
+			}
+			return d.stop(failure, r.step, driveStopsLine(d.runID, reply.PhaseWord(st.GetRunPhase()), *r))
 		}
 		if len(st.GetInProgressSteps()) > 0 {
 			if d.o.Slot != nil {
@@ -565,6 +580,33 @@ func (d *driver) advance(ctx context.Context) error {
 		}
 	}
 	return d.stop(nil, r.GetCommand(), "✗ "+replyMessage(r), d.reattachLine())
+}
+
+// nameRefused prints, once per drive, each owed auto step the engine
+// refuses before its claim (§15).
+func (d *driver) nameRefused(st *realmv1.RunState) error {
+	var out []string
+	for _, r := range refusedSteps(st) {
+		if !d.named[r.step] {
+			d.named[r.step] = true
+			out = append(out, cannotRunLine(r))
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_BLOCKED, RunPhase: st.GetRunPhase(), Lines: stdout(out...)})
+}
+
+// firstRefused is the first owed auto step refused before its claim for a
+// reason other than capability, or nil.
+func (d *driver) firstRefused(st *realmv1.RunState) *refusedStep {
+	for _, r := range refusedSteps(st) {
+		if r.check != "capability" {
+			return &r
+		}
+	}
+	return nil
 }
 
 // blocked ends the drive at a step no live runner can run: its attempt,

@@ -92,3 +92,42 @@ func blockedStep(st *realmv1.RunState) (step, kind, name string) {
 	}
 	return "", "", ""
 }
+
+// refusedStep is an owed auto step the engine refuses before its claim
+// (get_run_state's engine_runnable with runnable_here false).
+type refusedStep struct{ step, check, why string }
+
+// refusedSteps lists them in the engine's order.
+func refusedSteps(st *realmv1.RunState) []refusedStep {
+	list, _ := st.GetExtra().AsMap()["engine_runnable"].([]any)
+	var out []refusedStep
+	for _, e := range list {
+		m, _ := e.(map[string]any)
+		if here, _ := m["runnable_here"].(bool); here {
+			continue
+		}
+		r := refusedStep{}
+		r.step, _ = m["step"].(string)
+		r.check, _ = m["refused_by"].(string)
+		r.why, _ = m["refusal"].(string)
+		if r.step != "" && r.check != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// cannotRunLine names a refused step once per drive (§15).
+func cannotRunLine(r refusedStep) string {
+	if r.check == "capability" {
+		return fmt.Sprintf("• Step '%s' cannot run here (capability): %s", r.step, r.why)
+	}
+	return fmt.Sprintf("• Step '%s' cannot run (%s): %s", r.step, r.check, r.why)
+}
+
+// driveStopsLine ends a drive when nothing else can run and a step refused
+// before its claim remains (§15).
+func driveStopsLine(runID, phase string, r refusedStep) string {
+	return fmt.Sprintf("✗ The drive stops: nothing else can run, and '%s' cannot run (%s). Run %s stays open (phase '%s'): correct the workflow, register it again, then realm run advance %s; or end it: realm run abandon %s.",
+		r.step, r.check, runID, phase, runID, runID)
+}

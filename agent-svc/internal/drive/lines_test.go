@@ -27,6 +27,12 @@ func TestDriverLinesAreTheSpecsWords(t *testing.T) {
 			"• Step 'file' has been in flight since 2026-10-02T01:00:00.000Z, taken by ana (as stated, via mcp); the record has not changed for 60s. Its claim is past its deadline (its runner likely died). If the program that took it is gone: realm run reclaim r-1 --step file --force"},
 		{"blocked on a handler", capabilityBlockedLine("file", "handler", "file_ticket", "realm agent --run-id r-1 --provider anthropic --model m"),
 			"⚠ Step 'file' is blocked: handler 'file_ticket' is not registered in this runner. The run is NOT failed — add handler 'file_ticket' and re-attach (`realm agent --run-id r-1 --provider anthropic --model m`)."},
+		{"refused before its claim", cannotRunLine(refusedStep{"file", "input_schema", "'priority' must be integer"}),
+			"• Step 'file' cannot run (input_schema): 'priority' must be integer"},
+		{"refused here for capability", cannotRunLine(refusedStep{"file", "capability", "handler 'file_ticket' is not registered"}),
+			"• Step 'file' cannot run here (capability): handler 'file_ticket' is not registered"},
+		{"the drive stops", driveStopsLine("r-1", "running", refusedStep{"file", "input_schema", "x"}),
+			"✗ The drive stops: nothing else can run, and 'file' cannot run (input_schema). Run r-1 stays open (phase 'running'): correct the workflow, register it again, then realm run advance r-1; or end it: realm run abandon r-1."},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

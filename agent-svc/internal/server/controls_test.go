@@ -140,3 +140,27 @@ func TestCapabilityBlockStopsTheDriveWithTheSpecsLine(t *testing.T) {
 		t.Error("the run is not left running")
 	}
 }
+
+// An owed auto step the engine refuses before its claim is named once, and
+// when nothing else can run the drive stops with §15's line; the run stays
+// open.
+func TestRefusedAutoStepStopsTheDriveWithTheSpecsLines(t *testing.T) {
+	t.Parallel()
+	eng := startEngine(t)
+	st := newStub(t, "anthropic", func(int, wireRequest) answer { return answer{output: map[string]any{}} })
+	agent := startAgent(t, server.Config{Engine: eng, Services: anthropicAt(st.URL())})
+	src := &realmv1.WorkflowSource{Yaml: []byte("id: gated-file\nname: Gated file\nversion: 1\nsteps:\n  file:\n    description: File it.\n    execution: auto\n    preconditions: ['run.params.ok == true']\n"), Path: "f.yaml"}
+	evs := drive(t, agent, &realmv1.DriveRunRequest{WorkflowSource: src, Params: params(t, map[string]any{"ok": false}), Options: opts("anthropic", "test-model")}, nil)
+	run := last(evs).GetRunId()
+	out := texts(evs)
+	if strings.Count(out, "• Step 'file' cannot run (precondition): ") != 1 {
+		t.Errorf("the refused step is not named once:\n%s", out)
+	}
+	want := "✗ The drive stops: nothing else can run, and 'file' cannot run (precondition). Run " + run + " stays open (phase 'running'): correct the workflow, register it again, then realm run advance " + run + "; or end it: realm run abandon " + run + "."
+	if !strings.Contains(out, want) {
+		t.Errorf("output lacks\n%s\n%s", want, out)
+	}
+	if phaseOf(t, eng, run) != realmv1.RunPhase_RUN_PHASE_RUNNING {
+		t.Error("the run is not left running")
+	}
+}
