@@ -164,3 +164,21 @@ func TestRefusedAutoStepStopsTheDriveWithTheSpecsLines(t *testing.T) {
 		t.Error("the run is not left running")
 	}
 }
+
+// A repair budget past the step's validation-exhaustion threshold is
+// warned about once, when the step starts (agent driver §9).
+func TestRepairBudgetPastTheThresholdIsWarnedOnce(t *testing.T) {
+	t.Parallel()
+	eng := startEngine(t)
+	st := newStub(t, "anthropic", func(int, wireRequest) answer { return answer{output: map[string]any{"idea": "tea"}} })
+	agent := startAgent(t, server.Config{Engine: eng, Services: anthropicAt(st.URL())})
+	src := &realmv1.WorkflowSource{Yaml: []byte(strings.ReplaceAll(slowFlow, "%TIMEOUT%", "    validation_exhaustion: { threshold: 3 }")), Path: "slow.yaml"}
+	o := opts("anthropic", "test-model")
+	retries := int32(3)
+	o.SchemaRetries = &retries
+	evs := drive(t, agent, &realmv1.DriveRunRequest{WorkflowSource: src, Options: o}, nil)
+	want := "  ⚠ --schema-retries 3 (repair budget 4 attempts) exceeds step 'think''s validation-exhaustion threshold (3) — the engine will terminalize this step before the repair loop's own budget is exhausted."
+	if out := texts(evs); strings.Count(out, want) != 1 || last(evs).GetOutcome() != realmv1.DriveOutcome_DRIVE_OUTCOME_COMPLETED {
+		t.Errorf("want the warning once and a completed run:\n%s", out)
+	}
+}
