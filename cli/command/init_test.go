@@ -1,12 +1,20 @@
 package command
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/handler"
+	realmrunner "github.com/realm-go/realm/pkg/runner"
 	"github.com/realm-go/realm/pkg/source"
 	"github.com/realm-go/realm/pkg/workflow"
 )
@@ -164,4 +172,73 @@ func TestWorkflowInitRelativeName(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("my-flow", "workflow.yaml")); err != nil {
 		t.Error(err)
 	}
+}
+
+// The starter works end to end: registered by the CLI (which sends its
+// schema.json with it), its lookup handler served by a runner, the draft
+// step's first prompt shows the ticket and the schema as
+// {{ workflow.context.schema }} renders it, the gate shows that prompt,
+// and a confirmed draft completes the run.
+func TestWorkflowInitStarterRunsEndToEnd(t *testing.T) {
+	eachBackend(t, func(t *testing.T, l *live) {
+		dir, res := initInto(t, l.realm)
+		if res.code != 0 {
+			t.Fatalf("init: exit %d, stderr %q", res.code, res.stderr)
+		}
+		if r := l.realm(nil, "workflow", "register", dir); r.code != 0 {
+			t.Fatalf("register: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() {
+			served <- realmrunner.Serve(ctx, realmrunner.Options{Name: "init-test-runner", EngineAddr: l.addr, Logger: slog.New(slog.DiscardHandler)},
+				realmrunner.Registration{Name: "lookup_ticket", Handler: handler.Func(func(_ context.Context, _ handler.Inputs, sc handler.StepContext) (handler.Result, error) {
+					ticket, _ := sc.RunParams["ticket"].(string)
+					return handler.Data(map[string]any{"ticket": ticket, "subject": "Subject of " + ticket}), nil
+				})})
+		}()
+		t.Cleanup(func() { cancel(); <-served })
+
+		schema, err := os.ReadFile(filepath.Join(dir, "schema.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "Draft a short, polite reply to ticket T-1 (\"Subject of T-1\").\nAnswer with an object that fits this schema:\n<schema>\n" + string(schema) + "\n</schema>\n"
+		var started *realmv1.Reply
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			p, _ := structpb.NewStruct(map[string]any{"ticket": "T-1"})
+			resp, err := l.engine.StartRun(context.Background(), &realmv1.StartRunRequest{WorkflowId: "support-bot", Params: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			started = resp.GetReply()
+			if len(started.GetNextActions()) > 0 && started.GetNextActions()[0].GetPrompt() != "" {
+				break // the runner has registered: lookup ran
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("lookup never ran: %v", started)
+			}
+		}
+		run := started.GetRunId()
+		if got := started.GetNextActions()[0].GetPrompt(); got != want {
+			t.Fatalf("draft prompt =\n%s\nwant\n%s", got, want)
+		}
+		answer, _ := structpb.NewStruct(map[string]any{"reply": "Thanks for writing; we are on it."})
+		resp, err := l.engine.ExecuteStep(context.Background(), &realmv1.ExecuteStepRequest{RunId: run, Command: "draft", Params: answer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := resp.GetReply().GetGate()
+		if g.GetDisplay() != want {
+			t.Fatalf("gate display = %q (reply %v)", g.GetDisplay(), resp.GetReply())
+		}
+		r := l.realm(nil, "run", "respond", run, "--gate", g.GetGateId(), "--choice", "send")
+		if r.code != 0 {
+			t.Fatalf("respond: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		st, err := l.engine.GetRunState(context.Background(), &realmv1.GetRunStateRequest{RunId: run})
+		if err != nil || st.GetState().GetRunPhase() != realmv1.RunPhase_RUN_PHASE_COMPLETED {
+			t.Fatalf("after send: %v %v", err, st)
+		}
+	})
 }

@@ -79,7 +79,7 @@ func (a *app) validate(ctx context.Context, path string, strict, asJSON, explain
 // the loader's own bookkeeping): a file may not carry them, so an audit
 // takes them off before the loader reads the copy.
 var realmWritten = []string{"step_order", "extension_keys", "source_dir", "trust_root",
-	"resolved_profiles", "schema_version", "origin", "model", "agent"}
+	"resolved_profiles", "resolved_context", "schema_version", "origin", "model", "agent"}
 
 // validateRegistered audits the stored copy of workflow id (cli.md §2.2
 // --registered): the engine's loader reads it as a file again, so the

@@ -4,6 +4,8 @@
 package source
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -42,7 +44,7 @@ func Read(path string) (*realmv1.WorkflowSource, error) {
 	if err != nil {
 		return nil, &ReadError{err: err}
 	}
-	src := &realmv1.WorkflowSource{Yaml: data, Path: file, Files: map[string][]byte{}}
+	src := &realmv1.WorkflowSource{Yaml: data, Path: file, Files: map[string][]byte{}, FileErrors: map[string]string{}}
 	dir := filepath.Dir(file)
 
 	var head struct {
@@ -69,14 +71,18 @@ func Read(path string) (*realmv1.WorkflowSource, error) {
 	sort.Strings(names)
 	for _, name := range names {
 		if p := head.WorkflowContext[name].Source.Path; p != "" {
-			addFile(src, dir, p)
+			if err := addFile(src, dir, p); err != nil {
+				// The run records the entry as {"content": "", "error":
+				// …} and leaves its expressions as written (§3.8).
+				src.FileErrors[relKey(p)] = err.Error()
+			}
 		}
 	}
 	if _, declared := head.WorkflowContext["schema"]; !declared {
 		// A schema.json beside the workflow file is the implicit context
 		// entry `schema` (workflow-file spec §3.8); the loader adds the
 		// entry only when the file was sent.
-		addFile(src, dir, "schema.json")
+		_ = addFile(src, dir, "schema.json")
 	}
 	return src, nil
 }
@@ -93,24 +99,39 @@ func addProfiles(src *realmv1.WorkflowSource, dir, profiles string) {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".md") {
 			continue
 		}
-		addFile(src, dir, filepath.Join(profiles, e.Name()))
+		_ = addFile(src, dir, filepath.Join(profiles, e.Name()))
 	}
 }
 
 // addFile reads rel (relative to dir, or absolute) into src.Files when it is
-// a regular file of sensible size.
-func addFile(src *realmv1.WorkflowSource, dir, rel string) {
+// a regular file of sensible size, and otherwise says why not.
+func addFile(src *realmv1.WorkflowSource, dir, rel string) error {
 	full := Resolve(dir, rel)
-	fi, err := os.Stat(full)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxSideFile {
-		return
-	}
-	b, err := os.ReadFile(full)
+	f, err := os.Open(full)
 	if err != nil {
-		return
+		return err // e.g. open <path>: no such file or directory
 	}
-	src.Files[filepath.ToSlash(filepath.Clean(rel))] = b
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("read %s: not a regular file", full)
+	case fi.Size() > maxSideFile:
+		return fmt.Errorf("read %s: file is larger than %d bytes", full, maxSideFile)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	src.Files[relKey(rel)] = b
+	return nil
 }
+
+// relKey is how a side file is named in WorkflowSource: its path relative
+// to the workflow file, slash-separated and cleaned.
+func relKey(rel string) string { return filepath.ToSlash(filepath.Clean(rel)) }
 
 // Resolve is rel inside dir, or rel itself when it is absolute.
 func Resolve(dir, rel string) string {

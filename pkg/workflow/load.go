@@ -23,6 +23,10 @@ type LoadOptions struct {
 	// loader does not resolve agent profiles (validate without a project);
 	// when non-nil, a named profile missing from it refuses the workflow.
 	Files map[string][]byte
+	// FileErrors are the workflow_context files the reader could not read,
+	// keyed like Files, with its error; such an entry is registered as
+	// {"content": "", "error": …} (spec §3.8).
+	FileErrors map[string]string
 	// Strict turns any warning into a refusal (--strict).
 	Strict bool
 }
@@ -37,7 +41,7 @@ var topLevelKeys = []string{
 // realmWrittenKeys appear in the registered copy only; a file may not carry
 // them (they are treated exactly like unknown keys).
 var realmWrittenKeys = map[string]bool{
-	"source_dir": true, "trust_root": true, "resolved_profiles": true,
+	"source_dir": true, "trust_root": true, "resolved_profiles": true, "resolved_context": true,
 	"schema_version": true, "origin": true, "model": true, "agent": true,
 }
 
@@ -544,6 +548,30 @@ func (l *loader) workflowContext() {
 	}
 	if len(entries) > 0 {
 		l.def.WorkflowContext = entries
+		l.resolveContext(entries)
+	}
+}
+
+// resolveContext keeps each entry's text from opts.Files (or the reader's
+// error) in the registered copy. Without Files (a check of a registered
+// copy, a plan) nothing was read, and nothing is kept.
+func (l *loader) resolveContext(entries map[string]ContextEntry) {
+	if l.opts.Files == nil {
+		return
+	}
+	l.def.ResolvedContext = make(map[string]ContextText, len(entries))
+	for name, e := range entries {
+		rel := path.Clean(strings.ReplaceAll(e.Path, "\\", "/"))
+		ct := ContextText{SourcePath: e.Path}
+		switch b, ok := l.opts.Files[rel]; {
+		case ok:
+			ct.Content = string(b)
+		case l.opts.FileErrors[rel] != "":
+			ct.Error = l.opts.FileErrors[rel]
+		default:
+			ct.Error = "open " + rel + ": the file was not sent with the workflow"
+		}
+		l.def.ResolvedContext[name] = ct
 	}
 }
 

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -524,6 +525,33 @@ func TestLoadResolvesAgentProfilesFromFiles(t *testing.T) {
 	_, r = setup(t, src, LoadOptions{Path: "flows/workflow.yaml", Files: map[string][]byte{}})
 	if !slices.Equal(r.Errors, []string{"Step 'a': agent_profile 'reviewer' not found. Searched: flows/roles/reviewer.md"}) {
 		t.Fatalf("errors %q", r.Errors)
+	}
+}
+
+// The registered copy carries each workflow_context text as it was read
+// beside the file, or the reader's error; without files (a registered copy
+// audited, a plan) nothing is resolved.
+func TestLoadKeepsWorkflowContextTextsInTheRegisteredCopy(t *testing.T) {
+	t.Parallel()
+	src := "id: w\nname: W\nversion: 1\nworkflow_context:\n  policy: { source: { path: ./docs/policy.md } }\n  gone: { source: { path: gone.md } }\n  unsent: { source: { path: unsent.md } }\nsteps: {}\n"
+	d, r := setup(t, src, LoadOptions{
+		Files:      map[string][]byte{"docs/policy.md": []byte("Be kind."), "schema.json": []byte("{}")},
+		FileErrors: map[string]string{"gone.md": "open /w/gone.md: no such file or directory"},
+	})
+	if d == nil {
+		t.Fatal(r.Text())
+	}
+	want := map[string]ContextText{
+		"policy": {SourcePath: "./docs/policy.md", Content: "Be kind."},
+		"gone":   {SourcePath: "gone.md", Error: "open /w/gone.md: no such file or directory"},
+		"unsent": {SourcePath: "unsent.md", Error: "open unsent.md: the file was not sent with the workflow"},
+		"schema": {SourcePath: "schema.json", Content: "{}"},
+	}
+	if !maps.Equal(d.ResolvedContext, want) {
+		t.Errorf("resolved context = %v, want %v", d.ResolvedContext, want)
+	}
+	if d, _ := setup(t, src); d == nil || d.ResolvedContext != nil {
+		t.Errorf("resolved without files: %v", d)
 	}
 }
 

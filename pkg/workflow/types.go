@@ -69,10 +69,15 @@ type Definition struct {
 	// Realm-written fields (never accepted from a file).
 	SourceDir        string            `json:"source_dir,omitempty"`
 	ResolvedProfiles map[string]string `json:"resolved_profiles,omitempty"`
-	SchemaVersion    int               `json:"schema_version"`
-	Origin           string            `json:"origin,omitempty"`
-	Model            string            `json:"model,omitempty"`
-	Agent            string            `json:"agent,omitempty"`
+	// ResolvedContext holds each workflow_context entry's text as whoever
+	// registered the workflow read it beside the file: an engine replica
+	// cannot read the author's files, so the texts travel with the
+	// registered copy, and each run snapshots them when it is created.
+	ResolvedContext map[string]ContextText `json:"resolved_context,omitempty"`
+	SchemaVersion   int                    `json:"schema_version"`
+	Origin          string                 `json:"origin,omitempty"`
+	Model           string                 `json:"model,omitempty"`
+	Agent           string                 `json:"agent,omitempty"`
 }
 
 // Protocol overrides what get_workflow_protocol returns (spec §3.3).
@@ -101,6 +106,14 @@ type MCPServer struct {
 type ContextEntry struct {
 	Path        string `json:"path"`
 	Description string `json:"description,omitempty"`
+}
+
+// ContextText is one workflow_context file as it was read at registration:
+// its text, or the reader's error (then Content is empty, spec §3.8).
+type ContextText struct {
+	SourcePath string `json:"source_path"`
+	Content    string `json:"content"`
+	Error      string `json:"error,omitempty"`
 }
 
 // Step is one step of a workflow. Conditions are kept as written; the

@@ -104,6 +104,16 @@ type stepInfo struct {
 	strict          bool
 	strictRequested bool
 	strictNote      string
+	// display is the step's `display` template (the result and gate
+	// text); llmTimeout its llm_timeout_seconds (0: the flag's limit).
+	display    string
+	llmTimeout time.Duration
+	// needs is the capability an auto step needs: {"handler"|"adapter",
+	// name}, empty for none.
+	needs [2]string
+	// budgetNote warns that --schema-retries outlasts the step's
+	// validation-exhaustion threshold (printed once per step).
+	budgetNote string
 }
 
 type driver struct {
@@ -118,6 +128,12 @@ type driver struct {
 		output map[string]any
 	}
 	gateShown string
+	// named marks the refused steps already named in this drive.
+	named map[string]bool
+	// capabilityTried says the drive has tried a capability-blocked step.
+	capabilityTried bool
+	// budgetWarned marks the steps whose repair-budget warning was shown.
+	budgetWarned map[string]bool
 	// modelCtx is the context of model calls: the drive's, ending too
 	// when its slot is lost.
 	modelCtx context.Context
@@ -145,7 +161,7 @@ func Run(ctx context.Context, eng realmv1.EngineServiceClient, req *realmv1.Driv
 		caller.By, caller.BySource = o.Caller.GetBy(), o.Caller.GetBySource()
 	}
 	o.Caller = caller
-	d := &driver{ctx: ctx, eng: eng, o: o, emit: emit}
+	d := &driver{ctx: ctx, eng: eng, o: o, emit: emit, budgetWarned: map[string]bool{}, named: map[string]bool{}}
 	err := d.open(ctx, req)
 	if err == nil {
 		err = d.loop(ctx)
@@ -298,6 +314,7 @@ func (d *driver) learn(ctx context.Context, workflowID string) (string, float64,
 		d.steps[id] = info
 	}
 	d.readStrict(resp.GetDefinition())
+	d.readControls(resp.GetDefinition())
 	name, _ := p["name"].(string)
 	var version float64
 	if list, err := client.ListAllWorkflows(ctx, d.eng); err == nil {
@@ -411,6 +428,9 @@ func (d *driver) untilBlocked(ctx context.Context) error {
 			}
 			d.gateShown = ""
 		}
+		if err := d.nameRefused(st); err != nil {
+			return err
+		}
 		if owes(st.GetNextActions()) {
 			// The engine's work (handlers, guards) is not a model's: the
 			// slot is given back while it runs.
@@ -442,6 +462,16 @@ func (d *driver) untilBlocked(ctx context.Context) error {
 			}
 			continue
 		}
+		if r := d.firstRefused(st); r != nil {
+			var failure *realmv1.DriveFailure
+			if r.check == "input_schema" {
+				// Only an input refusal is the drive's failure to record;
+				// trust and preconditions are the workflow's (§12.1).
+				failure = d.failure(r.step, &provider.CallError{Class: provider.ClassValidationRejected,
+					Message: fmt.Sprintf("'%s' cannot run (%s): %s", r.step, r.check, r.why)})
+			}
+			return d.stop(failure, r.step, driveStopsLine(d.runID, reply.PhaseWord(st.GetRunPhase()), *r))
+		}
 		if len(st.GetInProgressSteps()) > 0 {
 			if d.o.Slot != nil {
 				d.o.Slot.Park()
@@ -455,9 +485,27 @@ func (d *driver) untilBlocked(ctx context.Context) error {
 			}
 			var out []string
 			for _, s := range st.GetInProgressSteps() {
-				out = append(out, fmt.Sprintf("• Step '%s' has been in flight elsewhere; the record has not changed for %s.", s, d.o.InFlightWait))
+				if s == st.GetPendingGate().GetStepName() {
+					continue // an open question is not in flight
+				}
+				program, since, stale := claimOf(st, s)
+				out = append(out, inFlightLine(d.runID, s, program, since, stale, d.o.InFlightWait))
 			}
 			return d.stop(nil, "", append(out, d.reattachLine())...)
+		}
+		if st.GetNextActionsStatus() == "blocked_on_capability" {
+			// A drive with nothing else to run tries the blocked step once
+			// (a runner may have come since), then says it is blocked (§4 D).
+			if !d.capabilityTried {
+				d.capabilityTried = true
+				if err := d.advance(ctx); err != nil {
+					return err
+				}
+				continue
+			}
+			if step, kind, name := blockedStep(st); step != "" {
+				return d.blocked(step, kind, name)
+			}
 		}
 		return d.stop(nil, "", fmt.Sprintf("✗ The drive stops: nothing can run now (next_actions_status '%s'). Run %s stays open (phase '%s').",
 			st.GetNextActionsStatus(), d.runID, reply.PhaseWord(st.GetRunPhase())), d.reattachLine())
@@ -525,7 +573,51 @@ func (d *driver) advance(ctx context.Context) error {
 	if reply.Terminal(r.GetRunPhase()) {
 		return nil
 	}
+	switch errcode.Code(r.GetErrorCode()) {
+	case errcode.EngineHandlerNotRegistered, errcode.EngineAdapterNotRegistered:
+		if step, needs := r.GetStoppedStep(), d.steps[r.GetStoppedStep()].needs; step != "" && needs[0] != "" {
+			return d.blocked(step, needs[0], needs[1])
+		}
+	}
 	return d.stop(nil, r.GetCommand(), "✗ "+replyMessage(r), d.reattachLine())
+}
+
+// nameRefused prints, once per drive, each owed auto step the engine
+// refuses before its claim (§15).
+func (d *driver) nameRefused(st *realmv1.RunState) error {
+	var out []string
+	for _, r := range refusedSteps(st) {
+		if !d.named[r.step] {
+			d.named[r.step] = true
+			out = append(out, cannotRunLine(r))
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_BLOCKED, RunPhase: st.GetRunPhase(), Lines: stdout(out...)})
+}
+
+// firstRefused is the first owed auto step refused before its claim for a
+// reason other than capability, or nil.
+func (d *driver) firstRefused(st *realmv1.RunState) *refusedStep {
+	for _, r := range refusedSteps(st) {
+		if r.check != "capability" {
+			return &r
+		}
+	}
+	return nil
+}
+
+// blocked ends the drive at a step no live runner can run: its attempt,
+// then §15's line.
+func (d *driver) blocked(step, kind, name string) error {
+	if err := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_BLOCKED, Step: step,
+		Lines:           append(stdout("→ [auto] "+step), stderr(capabilityBlockedLine(step, kind, name, d.reattach()))...),
+		ReattachCommand: d.reattach()}); err != nil {
+		return err
+	}
+	return errStopped
 }
 
 // chained reports the auto and guard steps a reply ran.
@@ -589,8 +681,7 @@ func (d *driver) finish(ctx context.Context, stopped bool) error {
 		ev.Outcome, ev.ExitCode = realmv1.DriveOutcome_DRIVE_OUTCOME_COMPLETED, 0
 		ev.Lines = stdout("", "Run complete: "+d.runID)
 		if d.lastOK.step != "" {
-			b, _ := json.MarshalIndent(d.lastOK.output, "", "  ")
-			ev.Lines = append(ev.Lines, stdout("", "Result ("+d.lastOK.step+"):", string(b))...)
+			ev.Lines = append(ev.Lines, stdout("", "Result ("+d.lastOK.step+"):", d.result())...)
 		}
 	case reply.Terminal(phase):
 		ev.Outcome = realmv1.DriveOutcome_DRIVE_OUTCOME_ENDED
@@ -650,6 +741,43 @@ func (d *driver) readStrict(definition []byte) {
 		}
 		d.steps[id] = info
 	}
+}
+
+// readControls reads each step's `display` template and
+// llm_timeout_seconds from the registered definition.
+func (d *driver) readControls(definition []byte) {
+	var def workflow.Definition
+	if len(definition) == 0 || json.Unmarshal(definition, &def) != nil {
+		return
+	}
+	for id, st := range def.Steps {
+		info, ok := d.steps[id]
+		if !ok || st == nil {
+			continue
+		}
+		info.display = st.Display
+		switch {
+		case st.Handler != "":
+			info.needs = [2]string{"handler", st.Handler}
+		case st.UsesService != "" && def.Services[st.UsesService] != nil:
+			info.needs = [2]string{"adapter", def.Services[st.UsesService].Adapter}
+		}
+		info.llmTimeout = time.Duration(st.LLMTimeoutSeconds) * time.Second
+		if st.Execution == workflow.KindAgent && st.HasSchema() {
+			info.budgetNote = repairBudgetLine(id, d.o.SchemaRetries, st.Threshold())
+		}
+		d.steps[id] = info
+	}
+}
+
+// result is the last agent step's output as `Result (<step>):` shows it:
+// its display template rendered, else indented JSON (agent driver §16).
+func (d *driver) result() string {
+	if t := d.steps[d.lastOK.step].display; t != "" {
+		return reply.Display(t, d.lastOK.output)
+	}
+	b, _ := json.MarshalIndent(d.lastOK.output, "", "  ")
+	return string(b)
 }
 
 // strictRecord is the structured_output record of an answer (agent-driver

@@ -34,7 +34,7 @@ func (d *driver) atGate(ctx context.Context, st *realmv1.RunState, g *realmv1.Pe
 // answer each choice, and the waiting line.
 func (d *driver) gateBlock(g *realmv1.PendingGate) []string {
 	out := []string{"", fmt.Sprintf("⏸  Gate: %s | ID: %s", g.GetStepName(), g.GetGateId()), ""}
-	for _, l := range strings.Split(reply.GateQuestion(g), "\n") {
+	for _, l := range strings.Split(reply.GateText(g, d.steps[g.GetStepName()].display), "\n") {
 		out = append(out, "   "+l)
 	}
 	out = append(out, "")

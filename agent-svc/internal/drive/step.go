@@ -9,6 +9,7 @@ import (
 
 	"github.com/realm-go/realm/agent-svc/internal/provider"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/identity"
 	"github.com/realm-go/realm/pkg/reply"
 )
 
@@ -33,6 +34,10 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 	if info.strictNote != "" {
 		lines = append(lines, stderr(info.strictNote)...)
 	}
+	if info.budgetNote != "" && !d.budgetWarned[step] {
+		d.budgetWarned[step] = true
+		lines = append(lines, stderr(info.budgetNote)...)
+	}
 	if err := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_STEP_STARTED, Step: step,
 		RunPhase: st.GetRunPhase(), Lines: lines}); err != nil {
 		return err
@@ -41,6 +46,11 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 	user := prompt
 	repairs := 0
 	var billed []provider.Usage
+	// The step's llm_timeout_seconds wins over --llm-timeout (§11).
+	per := d.o.PerAttempt
+	if info.llmTimeout > 0 {
+		per = info.llmTimeout
+	}
 	for {
 		mctx := d.modelCtx
 		if mctx == nil {
@@ -48,7 +58,7 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 		}
 		res, err := d.o.Provider.Call(mctx, provider.Request{
 			Model: d.o.Model, Profile: info.profile, Prompt: user, Schema: schema, Strict: info.strict,
-			PerAttempt: d.o.PerAttempt, PerAttemptDeclared: d.o.PerAttempt > 0,
+			PerAttempt: per, PerAttemptDeclared: per > 0, PerAttemptFromStep: info.llmTimeout > 0,
 			PromptCache: d.o.PromptCache, RequestIndex: len(billed),
 		})
 		if err != nil && mctx.Err() != nil && ctx.Err() == nil {
@@ -123,8 +133,12 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 			ce := &provider.CallError{Class: provider.ClassValidationRejected, Message: msg, Usage: billed, Attempts: 0}
 			return d.stop(d.failure(step, ce), step, fmt.Sprintf("✗ Step '%s' failed: %s", step, msg), d.reattachLine())
 		case r.GetErrorCode() == codeClaimed:
+			program, at := identity.UnprintableName, "an unknown time"
+			if now, err := d.state(ctx); err == nil {
+				program, at, _ = claimOf(now, step)
+			}
 			return d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_BLOCKED, Step: step,
-				Lines: stdout(fmt.Sprintf("• Step '%s' was taken by another program; not run here.", step))})
+				Lines: stdout(takenLine(step, program, at))})
 		case reply.Terminal(r.GetRunPhase()):
 			// The answer ended the run (a guard, an exhausted step): the
 			// loop reports the ending.

@@ -64,6 +64,9 @@ type Request struct {
 	// PerAttemptDeclared says the limit came from a flag or the step, so a
 	// failure records it.
 	PerAttemptDeclared bool
+	// PerAttemptFromStep says the limit is the step's llm_timeout_seconds:
+	// a ceiling failure then names that lever (agent driver §11).
+	PerAttemptFromStep bool
 	// PromptCache marks the system prompt as a cache breakpoint (Anthropic).
 	PromptCache bool
 	// RequestIndex numbers the first wire request of this call within the
@@ -182,7 +185,7 @@ type statusError struct {
 
 // classify turns an SDK error into a CallError. ceilingHit says the whole
 // request's ceiling fired; apiErr reads the SDK's own error type.
-func classify(err error, ceilingHit bool, ceiling time.Duration, apiErr func(error) (statusError, bool)) *CallError {
+func classify(err error, ceilingHit bool, ceiling time.Duration, lever string, apiErr func(error) (statusError, bool)) *CallError {
 	var ce *CallError
 	if errors.As(err, &ce) {
 		return ce
@@ -192,7 +195,7 @@ func classify(err error, ceilingHit bool, ceiling time.Duration, apiErr func(err
 	switch se, isAPI := apiErr(err); {
 	case ceilingHit:
 		e.Class = ClassAbortedByBudget
-		e.Message = fmt.Sprintf("LLM create exceeded the per-create ceiling (%dms) — pass a larger --llm-timeout", ceiling.Milliseconds())
+		e.Message = fmt.Sprintf("LLM create exceeded the per-create ceiling (%dms) — %s", ceiling.Milliseconds(), lever)
 	case isAPI:
 		e.Class, e.Status = ClassAPIStatus, se.status
 		e.Message = strings.TrimSpace(fmt.Sprintf("%d %s", se.status, oneLine(se.message)))
@@ -260,7 +263,11 @@ func call(ctx context.Context, req Request, do func(ctx context.Context, mw func
 	if err == nil {
 		return n, nil
 	}
-	ce := classify(err, hit, ceiling, apiErr)
+	lever := "pass a larger --llm-timeout"
+	if req.PerAttemptFromStep {
+		lever = "raise llm_timeout_seconds on the step"
+	}
+	ce := classify(err, hit, ceiling, lever, apiErr)
 	ce.Attempts, ce.Elapsed, ce.CeilingMS = n, time.Since(start), ceiling.Milliseconds()
 	if hit {
 		// The attempt the ceiling cut short did not complete.

@@ -86,7 +86,8 @@ func TestADriveStopsWhenTheHeldStepNeverMoves(t *testing.T) {
 	evs := drive(t, agent, &realmv1.DriveRunRequest{RunId: run, Options: opts("openai", "gpt-test")}, nil)
 	end := last(evs)
 	if end.GetOutcome() != realmv1.DriveOutcome_DRIVE_OUTCOME_STOPPED ||
-		!strings.Contains(texts(evs), "• Step 'draft' has been in flight elsewhere; the record has not changed for 1.5s.") {
+		!strings.Contains(texts(evs), "• Step 'draft' has been in flight since ") ||
+		!strings.Contains(texts(evs), ", taken by dev@laptop (as stated, via run); the record has not changed for 1.5s. If the program that took it is gone: realm run reclaim "+run+" --step draft --force\n") {
 		t.Fatalf("end = %v\n%s", end, texts(evs))
 	}
 	if p := phaseOf(t, eng, run); p != realmv1.RunPhase_RUN_PHASE_RUNNING {

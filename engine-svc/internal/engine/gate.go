@@ -11,6 +11,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/reply"
 	"github.com/realm-go/realm/pkg/template"
 	"github.com/realm-go/realm/pkg/workflow"
 )
@@ -46,7 +47,13 @@ func (t *txn) settleBefore(s *workflow.Step, g *record.PendingGate, choice strin
 func (t *txn) openGate(s *workflow.Step, preview any, caller *realmv1.Caller) error {
 	msg := ""
 	if s.Gate != nil && s.Gate.Message != "" {
-		out, _, err := template.Render(s.Gate.Message, t.templateScope(), template.ModeGateMessage)
+		sc := t.templateScope()
+		if _, ok := sc.Resources[s.Name]; !ok && preview != nil {
+			// The message may name the gate step's own output (mcp spec
+			// §9.2), which is recorded only once the gate is answered.
+			sc.Resources[s.Name] = preview
+		}
+		out, _, err := template.Render(s.Gate.Message, sc, template.ModeGateMessage)
 		if err != nil {
 			return err
 		}
@@ -98,7 +105,28 @@ func (t *txn) templateScope() template.Scope {
 		settle[k] = v
 	}
 	resources["$settlement"] = settle
-	return template.Scope{Params: t.run.Params, Resources: resources, Now: func() time.Time { return t.now }}
+	sc := template.Scope{Params: t.run.Params, Resources: resources, Now: func() time.Time { return t.now },
+		WorkflowContext: t.contextTexts()}
+	if t.def != nil {
+		sc.ContextWrapper = t.def.Def.ContextWrapper
+	}
+	return sc
+}
+
+// contextTexts are the run's workflow_context texts by entry name. An
+// entry whose file could not be read is left out, so its expressions stay
+// as written (spec §3.8).
+func (t *txn) contextTexts() map[string]string {
+	if len(t.run.WorkflowContextSnapshots) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(t.run.WorkflowContextSnapshots))
+	for name, s := range t.run.WorkflowContextSnapshots {
+		if s != nil && s.Error == "" {
+			out[name] = s.Content
+		}
+	}
+	return out
 }
 
 // gateReply is the confirm_required reply of the call that opened a gate:
@@ -141,10 +169,16 @@ func (t *txn) gateReply(command string) *realmv1.Reply {
 }
 
 // gateDisplay is the question shown: the rendered message, else the
-// rendered prompt (mcp spec §9.2).
+// step's display template over the preview, else the rendered prompt (mcp
+// spec §9.2, taking the YAML reference's chain).
 func (t *txn) gateDisplay(s *workflow.Step, g *record.PendingGate) string {
 	if g.ResolvedMessage != "" {
 		return g.ResolvedMessage
+	}
+	if s != nil && s.Display != "" {
+		if d := reply.Display(s.Display, g.Preview); d != "" {
+			return d
+		}
 	}
 	if s != nil && s.Prompt != "" {
 		return t.renderPrompt(s.Prompt)

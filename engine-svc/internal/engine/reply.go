@@ -257,16 +257,7 @@ func firstSchema(s *workflow.Step) any {
 // renderPrompt fills a prompt's {{ }} expressions, leaving what it cannot
 // resolve as written (spec §8.2).
 func (t *txn) renderPrompt(text string) string {
-	resources := make(map[string]any, len(t.outputs)+1)
-	for k, v := range t.outputs {
-		resources[k] = v
-	}
-	settle := map[string]any{}
-	for k, v := range t.settlement() {
-		settle[k] = v
-	}
-	resources["$settlement"] = settle
-	out, _, err := template.Render(text, template.Scope{Params: t.run.Params, Resources: resources}, template.ModePrompt)
+	out, _, err := template.Render(text, t.templateScope(), template.ModePrompt)
 	if err != nil {
 		return text
 	}

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/workflow"
 )
 
 // refusal is a reply that names no run's state (run_id "", run_version 0).
@@ -163,11 +166,33 @@ func (e *Engine) newRun(ctx context.Context, def *compiled, params map[string]an
 		UpdatedAt:       ts,
 		RunPhase:        record.PhaseRunning,
 	}
+	r.WorkflowContextSnapshots = contextSnapshots(def.Def, ts)
 	r.Normalize()
 	t := &txn{e: e, snap: snap{run: r, def: def, outputs: map[string]any{}, traces: map[string][]byte{}, now: now, base: &store.Snapshot{Version: -1}}, pending: pending{create: true}}
 	t.caps = e.readCapabilities(ctx, def, r)
 	t.touch()
 	return t
+}
+
+// contextSnapshots copies the workflow_context texts of the registered
+// definition into a new run (spec §3.8, run-record §2.4). The original
+// reads the files when the run's first step executes; here the texts
+// travel with the definition and are taken at creation, so even the first
+// prompt start_run returns is rendered with them.
+func contextSnapshots(def *workflow.Definition, at string) map[string]*record.ContextSnapshot {
+	if len(def.ResolvedContext) == 0 {
+		return nil
+	}
+	out := make(map[string]*record.ContextSnapshot, len(def.ResolvedContext))
+	for name, ct := range def.ResolvedContext {
+		s := &record.ContextSnapshot{SourcePath: ct.SourcePath, Content: ct.Content, LoadedAt: at, Error: ct.Error}
+		if ct.Error == "" {
+			sum := sha256.Sum256([]byte(ct.Content))
+			s.ContentHash = hex.EncodeToString(sum[:])
+		}
+		out[name] = s
+	}
+	return out
 }
 
 // startChain runs what start_run's creation of a run may run: auto steps

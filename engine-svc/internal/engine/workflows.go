@@ -20,7 +20,7 @@ import (
 )
 
 func load(src *realmv1.WorkflowSource, strict bool) (*workflow.Definition, *workflow.Report) {
-	return workflow.Load(src.GetYaml(), workflow.LoadOptions{Path: src.GetPath(), Files: src.GetFiles(), Strict: strict})
+	return workflow.Load(src.GetYaml(), workflow.LoadOptions{Path: src.GetPath(), Files: src.GetFiles(), FileErrors: src.GetFileErrors(), Strict: strict})
 }
 
 // reportProto converts a loader report.
@@ -194,6 +194,10 @@ func (e *Engine) GetWorkflowProtocol(ctx context.Context, req *realmv1.GetWorkfl
 		}
 		if s.Gated() {
 			m["possible_gate"] = true
+		}
+		if s.Instructions != "" {
+			// Standing instructions, never rendered (workflow-file §4.4).
+			m["instructions"] = s.Instructions
 		}
 		if s.AgentProfile != "" {
 			if text, ok := d.ResolvedProfiles[s.AgentProfile]; ok {

@@ -119,6 +119,11 @@ type Run struct {
 	// answer and a late answer to a settled question can be told apart.
 	ResolvedGates map[string]*ResolvedGate `json:"resolved_gates,omitempty"`
 	DriveFailures *DriveFailures           `json:"drive_failures,omitempty"`
+	// WorkflowContextSnapshots are the workflow_context texts the run's
+	// prompts, gate messages and displays read: copied from the registered
+	// definition when the run is created, so every step sees the same text
+	// (run-record §2.4).
+	WorkflowContextSnapshots map[string]*ContextSnapshot `json:"workflow_context_snapshots,omitempty"`
 
 	RunPhase       string     `json:"run_phase"`
 	TerminalState  bool       `json:"terminal_state"`
@@ -131,6 +136,17 @@ type Run struct {
 	// the document need not read the list.
 	EvidenceCount int64  `json:"evidence_count"`
 	LastStep      string `json:"last_step,omitempty"`
+}
+
+// ContextSnapshot is one workflow_context entry as the run keeps it: the
+// text and its hash, or, for a file that could not be read, an empty text
+// and the reader's error (its expressions then stay as written).
+type ContextSnapshot struct {
+	SourcePath  string `json:"source_path"`
+	Content     string `json:"content"`
+	ContentHash string `json:"content_hash,omitempty"`
+	LoadedAt    string `json:"loaded_at"`
+	Error       string `json:"error,omitempty"`
 }
 
 // CapabilityBlock marks a step this engine reached but could not run: no

@@ -89,8 +89,12 @@ type WorkflowSource struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Yaml  []byte                 `protobuf:"bytes,1,opt,name=yaml,proto3" json:"yaml,omitempty"`
 	// path is the file's path as the user named it, for messages.
-	Path          string            `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Files         map[string][]byte `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Path  string            `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Files map[string][]byte `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// file_errors are the workflow_context files that could not be read,
+	// keyed like files, each with the reader's error (spec §3.8: the run
+	// records {"content": "", "error": <error>} for the entry).
+	FileErrors    map[string]string `protobuf:"bytes,4,rep,name=file_errors,json=fileErrors,proto3" json:"file_errors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -142,6 +146,13 @@ func (x *WorkflowSource) GetPath() string {
 func (x *WorkflowSource) GetFiles() map[string][]byte {
 	if x != nil {
 		return x.Files
+	}
+	return nil
+}
+
+func (x *WorkflowSource) GetFileErrors() map[string]string {
+	if x != nil {
+		return x.FileErrors
 	}
 	return nil
 }
@@ -5154,15 +5165,20 @@ var File_realm_v1_engine_proto protoreflect.FileDescriptor
 
 const file_realm_v1_engine_proto_rawDesc = "" +
 	"\n" +
-	"\x15realm/v1/engine.proto\x12\brealm.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14realm/v1/drive.proto\x1a\x14realm/v1/reply.proto\"\xad\x01\n" +
+	"\x15realm/v1/engine.proto\x12\brealm.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14realm/v1/drive.proto\x1a\x14realm/v1/reply.proto\"\xb7\x02\n" +
 	"\x0eWorkflowSource\x12\x12\n" +
 	"\x04yaml\x18\x01 \x01(\fR\x04yaml\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x129\n" +
-	"\x05files\x18\x03 \x03(\v2#.realm.v1.WorkflowSource.FilesEntryR\x05files\x1a8\n" +
+	"\x05files\x18\x03 \x03(\v2#.realm.v1.WorkflowSource.FilesEntryR\x05files\x12I\n" +
+	"\vfile_errors\x18\x04 \x03(\v2(.realm.v1.WorkflowSource.FileErrorsEntryR\n" +
+	"fileErrors\x1a8\n" +
 	"\n" +
 	"FilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xe0\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\x1a=\n" +
+	"\x0fFileErrorsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe0\x01\n" +
 	"\n" +
 	"Diagnostic\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1a\n" +
@@ -5649,7 +5665,7 @@ func file_realm_v1_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_realm_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_realm_v1_engine_proto_goTypes = []any{
 	(PurgeRefusal)(0),                   // 0: realm.v1.PurgeRefusal
 	(*WorkflowSource)(nil),              // 1: realm.v1.WorkflowSource
@@ -5726,170 +5742,172 @@ var file_realm_v1_engine_proto_goTypes = []any{
 	(*MigrateWorkflowsRequest)(nil),     // 72: realm.v1.MigrateWorkflowsRequest
 	(*MigrateWorkflowsResponse)(nil),    // 73: realm.v1.MigrateWorkflowsResponse
 	nil,                                 // 74: realm.v1.WorkflowSource.FilesEntry
-	(*timestamppb.Timestamp)(nil),       // 75: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 76: google.protobuf.Struct
-	(*structpb.ListValue)(nil),          // 77: google.protobuf.ListValue
-	(*Caller)(nil),                      // 78: realm.v1.Caller
-	(*Reply)(nil),                       // 79: realm.v1.Reply
-	(RunPhase)(0),                       // 80: realm.v1.RunPhase
-	(*NextAction)(nil),                  // 81: realm.v1.NextAction
-	(*ModelUsage)(nil),                  // 82: realm.v1.ModelUsage
-	(*structpb.Value)(nil),              // 83: google.protobuf.Value
-	(*DriveFailure)(nil),                // 84: realm.v1.DriveFailure
+	nil,                                 // 75: realm.v1.WorkflowSource.FileErrorsEntry
+	(*timestamppb.Timestamp)(nil),       // 76: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 77: google.protobuf.Struct
+	(*structpb.ListValue)(nil),          // 78: google.protobuf.ListValue
+	(*Caller)(nil),                      // 79: realm.v1.Caller
+	(*Reply)(nil),                       // 80: realm.v1.Reply
+	(RunPhase)(0),                       // 81: realm.v1.RunPhase
+	(*NextAction)(nil),                  // 82: realm.v1.NextAction
+	(*ModelUsage)(nil),                  // 83: realm.v1.ModelUsage
+	(*structpb.Value)(nil),              // 84: google.protobuf.Value
+	(*DriveFailure)(nil),                // 85: realm.v1.DriveFailure
 }
 var file_realm_v1_engine_proto_depIdxs = []int32{
 	74,  // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
-	2,   // 1: realm.v1.WorkflowReport.diagnostics:type_name -> realm.v1.Diagnostic
-	1,   // 2: realm.v1.ValidateWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
-	3,   // 3: realm.v1.ValidateWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
-	1,   // 4: realm.v1.RegisterWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
-	3,   // 5: realm.v1.RegisterWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
-	75,  // 6: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
-	76,  // 7: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
-	9,   // 8: realm.v1.ListWorkflowsResponse.workflows:type_name -> realm.v1.WorkflowSummary
-	10,  // 9: realm.v1.ListWorkflowsResponse.unreadable:type_name -> realm.v1.UnreadableWorkflow
-	76,  // 10: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
-	77,  // 11: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
-	76,  // 12: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
-	78,  // 13: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
-	79,  // 14: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
-	76,  // 15: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
-	78,  // 16: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
-	79,  // 17: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
-	76,  // 18: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
-	18,  // 19: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
-	78,  // 20: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
-	76,  // 21: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
-	80,  // 22: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
-	81,  // 23: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
-	20,  // 24: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
-	21,  // 25: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
-	79,  // 26: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
-	76,  // 27: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
-	76,  // 28: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
-	23,  // 29: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
-	78,  // 30: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
-	82,  // 31: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
-	76,  // 32: realm.v1.ExecuteStepRequest.structured_output:type_name -> google.protobuf.Struct
-	79,  // 33: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
-	78,  // 34: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
-	79,  // 35: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
-	78,  // 36: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
-	79,  // 37: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
-	83,  // 38: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
-	75,  // 39: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
-	76,  // 40: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
-	75,  // 41: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
-	80,  // 42: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
-	31,  // 43: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
-	75,  // 44: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
-	75,  // 45: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
-	76,  // 46: realm.v1.RunState.params:type_name -> google.protobuf.Struct
-	81,  // 47: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
-	76,  // 48: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
-	76,  // 49: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
-	76,  // 50: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
-	32,  // 51: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
-	79,  // 52: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
-	78,  // 53: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 54: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
-	79,  // 55: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
-	23,  // 56: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
-	78,  // 57: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
-	37,  // 58: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
-	79,  // 59: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
-	80,  // 60: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
-	80,  // 61: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
-	75,  // 62: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	75,  // 63: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	75,  // 64: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
-	75,  // 65: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
-	40,  // 66: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	78,  // 67: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	79,  // 68: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	78,  // 69: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	79,  // 70: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
-	0,   // 71: realm.v1.PurgeRunResponse.refusal:type_name -> realm.v1.PurgeRefusal
-	78,  // 72: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
-	79,  // 73: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
-	78,  // 74: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
-	79,  // 75: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
-	75,  // 76: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
-	78,  // 77: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
-	79,  // 78: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
-	84,  // 79: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
-	78,  // 80: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
-	78,  // 81: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
-	80,  // 82: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
-	63,  // 83: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
-	64,  // 84: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
-	67,  // 85: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
-	70,  // 86: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
-	70,  // 87: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
-	70,  // 88: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
-	70,  // 89: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
-	70,  // 90: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
-	4,   // 91: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	6,   // 92: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	8,   // 93: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	12,  // 94: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	14,  // 95: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	16,  // 96: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	19,  // 97: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	24,  // 98: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	26,  // 99: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	28,  // 100: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	30,  // 101: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	34,  // 102: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	36,  // 103: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	39,  // 104: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	42,  // 105: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	44,  // 106: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	46,  // 107: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	48,  // 108: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	50,  // 109: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	52,  // 110: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
-	54,  // 111: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
-	56,  // 112: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
-	58,  // 113: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
-	60,  // 114: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
-	62,  // 115: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
-	66,  // 116: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
-	69,  // 117: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
-	72,  // 118: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
-	5,   // 119: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	7,   // 120: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	11,  // 121: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	13,  // 122: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	15,  // 123: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	17,  // 124: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	22,  // 125: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	25,  // 126: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	27,  // 127: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	29,  // 128: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	33,  // 129: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	35,  // 130: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	38,  // 131: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	41,  // 132: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	43,  // 133: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	45,  // 134: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	47,  // 135: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	49,  // 136: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	51,  // 137: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	53,  // 138: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
-	55,  // 139: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
-	57,  // 140: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
-	59,  // 141: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
-	61,  // 142: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
-	65,  // 143: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
-	68,  // 144: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
-	71,  // 145: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
-	73,  // 146: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
-	119, // [119:147] is the sub-list for method output_type
-	91,  // [91:119] is the sub-list for method input_type
-	91,  // [91:91] is the sub-list for extension type_name
-	91,  // [91:91] is the sub-list for extension extendee
-	0,   // [0:91] is the sub-list for field type_name
+	75,  // 1: realm.v1.WorkflowSource.file_errors:type_name -> realm.v1.WorkflowSource.FileErrorsEntry
+	2,   // 2: realm.v1.WorkflowReport.diagnostics:type_name -> realm.v1.Diagnostic
+	1,   // 3: realm.v1.ValidateWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
+	3,   // 4: realm.v1.ValidateWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
+	1,   // 5: realm.v1.RegisterWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
+	3,   // 6: realm.v1.RegisterWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
+	76,  // 7: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
+	77,  // 8: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
+	9,   // 9: realm.v1.ListWorkflowsResponse.workflows:type_name -> realm.v1.WorkflowSummary
+	10,  // 10: realm.v1.ListWorkflowsResponse.unreadable:type_name -> realm.v1.UnreadableWorkflow
+	77,  // 11: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
+	78,  // 12: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
+	77,  // 13: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
+	79,  // 14: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
+	80,  // 15: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
+	77,  // 16: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
+	79,  // 17: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 18: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
+	77,  // 19: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
+	18,  // 20: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
+	79,  // 21: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
+	77,  // 22: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
+	81,  // 23: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
+	82,  // 24: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
+	20,  // 25: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
+	21,  // 26: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
+	80,  // 27: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
+	77,  // 28: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
+	77,  // 29: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
+	23,  // 30: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
+	79,  // 31: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
+	83,  // 32: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
+	77,  // 33: realm.v1.ExecuteStepRequest.structured_output:type_name -> google.protobuf.Struct
+	80,  // 34: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
+	79,  // 35: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
+	80,  // 36: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
+	79,  // 37: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 38: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
+	84,  // 39: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
+	76,  // 40: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
+	77,  // 41: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
+	76,  // 42: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
+	81,  // 43: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
+	31,  // 44: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
+	76,  // 45: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 46: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
+	77,  // 47: realm.v1.RunState.params:type_name -> google.protobuf.Struct
+	82,  // 48: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
+	77,  // 49: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
+	77,  // 50: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
+	77,  // 51: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
+	32,  // 52: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
+	80,  // 53: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
+	79,  // 54: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
+	81,  // 55: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
+	80,  // 56: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
+	23,  // 57: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
+	79,  // 58: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
+	37,  // 59: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
+	80,  // 60: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
+	81,  // 61: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
+	81,  // 62: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
+	76,  // 63: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 64: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 65: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	76,  // 66: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	40,  // 67: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
+	79,  // 68: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 69: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	79,  // 70: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 71: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	0,   // 72: realm.v1.PurgeRunResponse.refusal:type_name -> realm.v1.PurgeRefusal
+	79,  // 73: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 74: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
+	79,  // 75: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
+	80,  // 76: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
+	76,  // 77: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
+	79,  // 78: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
+	80,  // 79: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
+	85,  // 80: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
+	79,  // 81: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
+	79,  // 82: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
+	81,  // 83: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
+	63,  // 84: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
+	64,  // 85: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
+	67,  // 86: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
+	70,  // 87: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
+	70,  // 88: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
+	70,  // 89: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
+	70,  // 90: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
+	70,  // 91: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
+	4,   // 92: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	6,   // 93: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	8,   // 94: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	12,  // 95: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	14,  // 96: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	16,  // 97: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	19,  // 98: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	24,  // 99: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	26,  // 100: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	28,  // 101: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	30,  // 102: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	34,  // 103: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	36,  // 104: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	39,  // 105: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	42,  // 106: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	44,  // 107: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	46,  // 108: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	48,  // 109: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	50,  // 110: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	52,  // 111: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
+	54,  // 112: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
+	56,  // 113: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
+	58,  // 114: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
+	60,  // 115: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
+	62,  // 116: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
+	66,  // 117: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
+	69,  // 118: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
+	72,  // 119: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
+	5,   // 120: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	7,   // 121: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	11,  // 122: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	13,  // 123: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	15,  // 124: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	17,  // 125: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	22,  // 126: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	25,  // 127: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	27,  // 128: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	29,  // 129: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	33,  // 130: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	35,  // 131: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	38,  // 132: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	41,  // 133: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	43,  // 134: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	45,  // 135: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	47,  // 136: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	49,  // 137: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	51,  // 138: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	53,  // 139: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
+	55,  // 140: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
+	57,  // 141: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
+	59,  // 142: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
+	61,  // 143: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
+	65,  // 144: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
+	68,  // 145: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
+	71,  // 146: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
+	73,  // 147: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
+	120, // [120:148] is the sub-list for method output_type
+	92,  // [92:120] is the sub-list for method input_type
+	92,  // [92:92] is the sub-list for extension type_name
+	92,  // [92:92] is the sub-list for extension extendee
+	0,   // [0:92] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
@@ -5911,7 +5929,7 @@ func file_realm_v1_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_realm_v1_engine_proto_rawDesc), len(file_realm_v1_engine_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   74,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
