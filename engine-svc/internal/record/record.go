@@ -319,6 +319,20 @@ type Entry struct {
 	Trace           []any          `json:"trace,omitempty"`
 	TraceSummary    map[string]any `json:"trace_summary,omitempty"`
 	EffectiveTimeut int            `json:"effective_timeout_seconds,omitempty"`
+	// ToolCalls are the model's tool calls behind an agent step's answer
+	// when Realm's driver made them (run-record §3, agent-driver §10.4).
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ToolCall is one model tool call of an attempt: result is null when the
+// call failed, and error says why.
+type ToolCall struct {
+	ServerID   string `json:"server_id"`
+	Tool       string `json:"tool"`
+	Args       any    `json:"args"`
+	Result     any    `json:"result"`
+	DurationMS int64  `json:"duration_ms"`
+	Error      string `json:"error,omitempty"`
 }
 
 // IsTerminalPhase reports whether p is a terminal phase.
