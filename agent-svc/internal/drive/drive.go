@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/realm-go/realm/agent-svc/internal/provider"
+	"github.com/realm-go/realm/agent-svc/internal/tools"
 	"github.com/realm-go/realm/pkg/client"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -70,6 +71,9 @@ type Options struct {
 	Now func() time.Time
 	// Warnings are printed (stderr) before the drive's header.
 	Warnings []string
+	// Environ is the environment '${NAME}' in mcp_servers is expanded
+	// from and redaction hides (NAME=value entries; nil: the process's).
+	Environ []string
 	// Slot is the drive's place under the drive limit (nil: no limit).
 	// The drive holds it while it asks a model and parks it while it
 	// waits on a person.
@@ -104,6 +108,8 @@ type stepInfo struct {
 	strict          bool
 	strictRequested bool
 	strictNote      string
+	// tools is set on a tool-calling step.
+	tools *toolStep
 }
 
 type driver struct {
@@ -121,6 +127,9 @@ type driver struct {
 	// modelCtx is the context of model calls: the drive's, ending too
 	// when its slot is lost.
 	modelCtx context.Context
+	// pool are the workflow's MCP servers, started when a step needs
+	// them and stopped when the drive ends.
+	pool *tools.Pool
 }
 
 // Run drives the run req names (a new run, or one attached by id) and
@@ -146,6 +155,7 @@ func Run(ctx context.Context, eng realmv1.EngineServiceClient, req *realmv1.Driv
 	}
 	o.Caller = caller
 	d := &driver{ctx: ctx, eng: eng, o: o, emit: emit}
+	defer d.closeTools()
 	err := d.open(ctx, req)
 	if err == nil {
 		err = d.loop(ctx)
@@ -298,6 +308,7 @@ func (d *driver) learn(ctx context.Context, workflowID string) (string, float64,
 		d.steps[id] = info
 	}
 	d.readStrict(resp.GetDefinition())
+	d.readTools(resp.GetDefinition())
 	name, _ := p["name"].(string)
 	var version float64
 	if list, err := client.ListAllWorkflows(ctx, d.eng); err == nil {

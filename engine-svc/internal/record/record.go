@@ -240,6 +240,9 @@ type DriveFailure struct {
 	LastObservedStatus   *int64 `json:"last_observed_status,omitempty"`
 	RetryAfterObservedMS *int64 `json:"retry_after_observed_ms,omitempty"`
 	Usage                []any  `json:"usage,omitempty"`
+	// Code is the catalogue code of a failure that has one (not in the
+	// original's record).
+	Code string `json:"code,omitempty"`
 }
 
 // ResolvedGate is a gate that was answered or settled by its expiry.

@@ -223,8 +223,11 @@ type DriveFailure struct {
 	LastObservedStatus   *int32        `protobuf:"varint,10,opt,name=last_observed_status,json=lastObservedStatus,proto3,oneof" json:"last_observed_status,omitempty"`
 	RetryAfterObservedMs *int64        `protobuf:"varint,11,opt,name=retry_after_observed_ms,json=retryAfterObservedMs,proto3,oneof" json:"retry_after_observed_ms,omitempty"`
 	Usage                []*ModelUsage `protobuf:"bytes,12,rep,name=usage,proto3" json:"usage,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// code is the catalogue code of a failure that has one, such as
+	// MCP_TOOL_NOT_FOUND or MCP_CONNECTION_FAILED on a tool-calling step.
+	Code          string `protobuf:"bytes,13,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DriveFailure) Reset() {
@@ -341,6 +344,13 @@ func (x *DriveFailure) GetUsage() []*ModelUsage {
 	return nil
 }
 
+func (x *DriveFailure) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
 var File_realm_v1_drive_proto protoreflect.FileDescriptor
 
 const file_realm_v1_drive_proto_rawDesc = "" +
@@ -367,7 +377,7 @@ const file_realm_v1_drive_proto_rawDesc = "" +
 	"\x06result\x18\x04 \x01(\v2\x16.google.protobuf.ValueR\x06result\x12\x1f\n" +
 	"\vduration_ms\x18\x05 \x01(\x03R\n" +
 	"durationMs\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"\xc1\x04\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\xd5\x04\n" +
 	"\fDriveFailure\x12\x0e\n" +
 	"\x02at\x18\x01 \x01(\tR\x02at\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\tR\x04step\x12\x1a\n" +
@@ -383,7 +393,8 @@ const file_realm_v1_drive_proto_rawDesc = "" +
 	"\x14last_observed_status\x18\n" +
 	" \x01(\x05H\x02R\x12lastObservedStatus\x88\x01\x01\x12:\n" +
 	"\x17retry_after_observed_ms\x18\v \x01(\x03H\x03R\x14retryAfterObservedMs\x88\x01\x01\x12*\n" +
-	"\x05usage\x18\f \x03(\v2\x14.realm.v1.ModelUsageR\x05usageB\x1a\n" +
+	"\x05usage\x18\f \x03(\v2\x14.realm.v1.ModelUsageR\x05usage\x12\x12\n" +
+	"\x04code\x18\r \x01(\tR\x04codeB\x1a\n" +
 	"\x18_declared_per_attempt_msB\x15\n" +
 	"\x13_derived_ceiling_msB\x17\n" +
 	"\x15_last_observed_statusB\x1a\n" +
