@@ -243,6 +243,7 @@ func (d *driver) toolsFailed(ctx context.Context, step string, err error, billed
 	ce.Message = d.redactor().String(ce.Message)
 	ce.Usage = append(append([]provider.Usage{}, billed...), ce.Usage...)
 	f := d.failure(step, ce)
+	f.Code = ce.Code
 	var te *tools.Error
 	if errors.As(err, &te) {
 		f.Code = string(te.Code)

@@ -132,6 +132,8 @@ type CallError struct {
 	CeilingMS    int64
 	Usage        []Usage
 	ProviderName string
+	// Code is the catalogue code of a failure that has one.
+	Code string
 }
 
 func (e *CallError) Error() string { return e.Message }

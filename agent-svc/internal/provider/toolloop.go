@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/realm-go/realm/agent-svc/internal/redact"
+	"github.com/realm-go/realm/pkg/errcode"
 )
 
 // Defaults of a tool-calling step (workflow-file §11.5).
@@ -204,7 +205,7 @@ func finalAnswer(ctx context.Context, w toolWire) (map[string]any, error) {
 	}
 	out, ok := t.answer()
 	if !ok {
-		return nil, &CallError{Class: ClassOther, Message: "max_tool_calls reached; final extraction failed: the model's final answer holds no JSON object"}
+		return nil, &CallError{Class: ClassOther, Code: string(errcode.EngineStepFailed), Message: "max_tool_calls reached; final extraction failed: the model's final answer holds no JSON object"}
 	}
 	return out, nil
 }

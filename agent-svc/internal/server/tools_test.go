@@ -568,3 +568,30 @@ func TestNoStdioServerOutlivesItsDrive(t *testing.T) {
 		}
 	})
 }
+
+func TestAnUnreadableFinalAnswerFailsTheStepAndLeavesTheRunOpen(t *testing.T) {
+	t.Parallel()
+	s := setupTools(t, "anthropic", toolEnv, func(n int, _ map[string]any) turn {
+		if n == 1 {
+			return turn{calls: []call{{"read_note", map[string]any{"name": "a"}}}}
+		}
+		return turn{text: "I could not decide."}
+	})
+	evs := s.drive(t, s.workflow("    max_tool_calls: 1\n", "notes:read_note"))
+	line := "✗ Step 'answer' (tools) failed: max_tool_calls reached; final extraction failed: the model's final answer holds no JSON object"
+	if !strings.Contains(texts(evs), line) {
+		t.Fatalf("no line %q:\n%s", line, texts(evs))
+	}
+	var f *realmv1.DriveFailure
+	for _, e := range evs {
+		if e.GetFailure() != nil {
+			f = e.GetFailure()
+		}
+	}
+	if f.GetCode() != "ENGINE_STEP_FAILED" || len(f.GetUsage()) != 2 {
+		t.Errorf("failure %v, want ENGINE_STEP_FAILED with both requests' usage", f)
+	}
+	if phaseOf(t, s.eng, last(evs).GetRunId()) != realmv1.RunPhase_RUN_PHASE_RUNNING {
+		t.Errorf("the run should stay open")
+	}
+}
