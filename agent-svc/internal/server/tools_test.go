@@ -7,6 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -593,5 +596,45 @@ func TestAnUnreadableFinalAnswerFailsTheStepAndLeavesTheRunOpen(t *testing.T) {
 	}
 	if phaseOf(t, s.eng, last(evs).GetRunId()) != realmv1.RunPhase_RUN_PHASE_RUNNING {
 		t.Errorf("the run should stay open")
+	}
+}
+
+func TestTheToolExampleIsDrivenToCompletion(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "notes-mcp")
+	build := exec.Command("go", "build", "-o", bin, "./notes-mcp/cmd/notes-mcp")
+	build.Dir = "../../../services"
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build notes-mcp: %v\n%s", err, out)
+	}
+	y, err := os.ReadFile("../../../examples/invoice-notes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y = []byte(strings.Replace(string(y), "command: bin/notes-mcp", "command: "+strconv.Quote(bin), 1))
+	for _, kind := range []string{"anthropic", "openai"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			s := setupTools(t, kind, toolEnv, func(n int, _ map[string]any) turn {
+				switch n {
+				case 1:
+					return turn{calls: []call{{"list_notes", map[string]any{"prefix": "invoice"}}}}
+				case 2:
+					return turn{calls: []call{{"read_note", map[string]any{"name": "invoice-1042"}}}}
+				}
+				return turn{answer: map[string]any{"answer": "Invoice 1042 totals 120 EUR.", "total_eur": 120, "sources": []any{"invoice-1042"}}}
+			})
+			evs := drive(t, s.agent, &realmv1.DriveRunRequest{WorkflowSource: &realmv1.WorkflowSource{Yaml: y, Path: "invoice-notes.yaml"},
+				Params: params(t, map[string]any{"question": "What is the total of invoice 1042?"}), Options: opts(kind, "test-model")}, nil)
+			run := completed(t, evs)
+			reqs := s.stub.requests()
+			if got := told(kind, reqs[1]); len(got) != 1 || got[0] != "invoice-1042\ninvoice-1043" {
+				t.Errorf("list_notes told %q", got)
+			}
+			calls := callsOf(s.attempt(t, run))
+			if len(calls) != 2 || !strings.Contains(fmt.Sprint(calls[1]["result"]), "total 120 EUR") {
+				t.Fatalf("tool_calls = %v", calls)
+			}
+		})
 	}
 }
