@@ -216,11 +216,11 @@ func usageProto(u provider.Usage) *realmv1.ModelUsage {
 }
 
 // failure is the drive_failures entry for a failed step (§12.2); the
-// message is cut to 500 characters.
+// message is redacted (§18) and cut to 500 characters.
 func (d *driver) failure(step string, ce *provider.CallError) *realmv1.DriveFailure {
 	f := &realmv1.DriveFailure{
 		At: d.o.Now().UTC().Format("2006-01-02T15:04:05.000Z"), Step: step, ErrorClass: ce.Class,
-		Message: cut(ce.Message, 500), ElapsedMs: ce.Elapsed.Milliseconds(), AttemptsSdk: int32(ce.Attempts),
+		Message: cut(d.redactor().String(ce.Message), 500), ElapsedMs: ce.Elapsed.Milliseconds(), AttemptsSdk: int32(ce.Attempts),
 	}
 	if d.o.Provider != nil {
 		f.Provider = d.o.Provider.Name()
