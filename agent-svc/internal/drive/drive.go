@@ -673,6 +673,9 @@ func (d *driver) strictRecord(info stepInfo, res *provider.Result) *structpb.Str
 	rec := map[string]any{"requested": true, "sent": res.StrictSent, "provider": d.o.Provider.Name()}
 	switch {
 	case res.StrictSent:
+	case info.tools != nil:
+		// A tools step's output is unconstrained (§8.7), on every run.
+		rec["downgrade_reason"] = "unsupported_context_tools"
 	case !info.strict:
 		rec["downgrade_reason"] = "gate_ineligible"
 	case d.o.Provider.Name() == "openai-reasoning":

@@ -232,6 +232,7 @@ steps:
     prompt: "What is the invoice total?"
     input_schema:
       type: object
+      additionalProperties: false
       required: [answer]
       properties:
         answer: { type: string }
@@ -636,5 +637,21 @@ func TestTheToolExampleIsDrivenToCompletion(t *testing.T) {
 				t.Fatalf("tool_calls = %v", calls)
 			}
 		})
+	}
+}
+
+func TestStrictOnAToolStepIsReportedAsUnsupportedContext(t *testing.T) {
+	t.Parallel()
+	s := setupTools(t, "openai", toolEnv, oneCallThen(call{"read_note", map[string]any{"name": "a"}}))
+	run := completed(t, s.drive(t, s.workflow("    structured_output: strict\n", "notes:read_note")))
+	resp, err := s.eng.InspectRun(ctx(t), &realmv1.InspectRunRequest{RunId: run, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(resp.GetText(), "unsupported_context_tools") {
+		t.Errorf("inspect does not say why strict was not sent:\n%s", resp.GetText())
+	}
+	if rf, ok := s.stub.requests()[0]["response_format"]; ok {
+		t.Errorf("a tools step's output was constrained: %v", rf)
 	}
 }
