@@ -1,8 +1,12 @@
 package tools_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -154,7 +158,70 @@ func TestCloseStopsTheStdioServer(t *testing.T) {
 	}
 }
 
-// Alive reports whether process pid exists.
+// Alive reports whether process pid runs (a zombie, which nobody may
+// reap in a container, has ended).
 func Alive(pid int) bool {
-	return pid > 0 && syscall.Kill(pid, 0) == nil
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}
+
+// holderEnv, when set, makes the test binary a driver that holds a stdio
+// server (the path it names) and waits to be killed.
+const holderEnv = "TOOLS_TEST_HOLD_SERVER"
+
+func TestMain(m *testing.M) {
+	if bin := os.Getenv(holderEnv); bin != "" {
+		hold(bin)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func hold(bin string) {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := tools.NewPool([]workflow.MCPServer{{ID: "notes", Transport: "stdio", Command: bin}}, os.LookupEnv)
+	set, err := p.Discover(c, "answer", []string{"notes:pid"})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	out, err := set.Call(c, "pid", nil)
+	fmt.Println(out, err)
+	<-c.Done()
+}
+
+func TestAStdioServerDiesWithAKilledDriver(t *testing.T) {
+	t.Parallel()
+	holder := exec.Command(os.Args[0], "-test.run=^$")
+	holder.Env = append(os.Environ(), holderEnv+"="+toolstest.Build(t))
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	pid, _ := strconv.Atoi(strings.Fields(line + " x")[0])
+	if !Alive(pid) {
+		_ = holder.Process.Kill()
+		t.Fatalf("no stdio server held: %q", line)
+	}
+	_ = holder.Process.Kill() // SIGKILL: nothing of the driver runs after it
+	_ = holder.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for Alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if Alive(pid) {
+		t.Fatalf("stdio server %d outlived its killed driver", pid)
+	}
 }
