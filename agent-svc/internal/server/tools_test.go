@@ -655,3 +655,44 @@ func TestStrictOnAToolStepIsReportedAsUnsupportedContext(t *testing.T) {
 		t.Errorf("a tools step's output was constrained: %v", rf)
 	}
 }
+
+func TestAStdioServerIsStartedOncePerDrive(t *testing.T) {
+	t.Parallel()
+	s := setupTools(t, "anthropic", toolEnv, func(n int, _ map[string]any) turn {
+		if n%2 == 1 {
+			return turn{calls: []call{{"pid", nil}}}
+		}
+		return turn{answer: map[string]any{"answer": "done"}}
+	})
+	y := fmt.Sprintf(`id: twice
+name: Twice
+version: 1
+mcp_servers:
+  - { id: notes, transport: stdio, command: %q }
+steps:
+  first:
+    description: First.
+    execution: agent
+    input_schema: { type: object, required: [answer], properties: { answer: { type: string } } }
+    tools: ['notes:pid']
+  second:
+    description: Second.
+    execution: agent
+    depends_on: [first]
+    input_schema: { type: object, required: [answer], properties: { answer: { type: string } } }
+    tools: ['notes:pid']
+`, s.bin)
+	completed(t, s.drive(t, &realmv1.WorkflowSource{Yaml: []byte(y), Path: "twice.yaml"}))
+	reqs := s.stub.requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d model requests, want 4", len(reqs))
+	}
+	first, second := told("anthropic", reqs[1]), told("anthropic", reqs[3])
+	if len(first) != 1 || len(second) != 1 || first[0] != second[0] {
+		t.Fatalf("the steps saw servers %v and %v, want one server", first, second)
+	}
+	pid, _ := strconv.Atoi(first[0])
+	if pid == 0 || !gone(pid) {
+		t.Fatalf("stdio server %q still running after the drive", first[0])
+	}
+}
