@@ -541,7 +541,9 @@ func TestNoStdioServerOutlivesItsDrive(t *testing.T) {
 	t.Run("drive cancelled", func(t *testing.T) {
 		t.Parallel()
 		s := setupTools(t, "openai", toolEnv, oneCallThen(call{"pid", nil}))
+		s.stub.mu.Lock()
 		s.stub.hold = 2 // the request after the call waits for the cancel
+		s.stub.mu.Unlock()
 		c, cancel := context.WithCancel(ctx(t))
 		defer cancel()
 		stream, err := s.agent.DriveRun(c, &realmv1.DriveRunRequest{WorkflowSource: s.workflow("", "notes:pid"), Options: opts("openai", "test-model")})
