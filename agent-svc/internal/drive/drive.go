@@ -666,11 +666,14 @@ func (d *driver) readStrict(definition []byte) {
 // strictRecord is the structured_output record of an answer (agent-driver
 // §8.3) for a step that asked for it: whether strict was sent and, if not,
 // why. nil for a step that did not ask.
-func (d *driver) strictRecord(info stepInfo, res *provider.Result) *structpb.Struct {
+func (d *driver) strictRecord(info stepInfo, res *provider.Result, box *toolbox) *structpb.Struct {
 	if !info.strictRequested {
 		return nil
 	}
 	rec := map[string]any{"requested": true, "sent": res.StrictSent, "provider": d.o.Provider.Name()}
+	if box != nil && box.toolArgs != nil {
+		rec["tool_args"] = toolArgsRecord(box, res)
+	}
 	switch {
 	case res.StrictSent:
 	case info.tools != nil:

@@ -88,7 +88,7 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 				fmt.Sprintf("✗ Step '%s' failed: the model's answer cannot be sent: %s", step, err), d.reattachLine())
 		}
 		exec := &realmv1.ExecuteStepRequest{RunId: d.runID, Command: step, Params: params, Caller: d.o.Caller,
-			StructuredOutput: d.strictRecord(info, res), ToolCalls: toolCallsProto(res.ToolCalls)}
+			StructuredOutput: d.strictRecord(info, res, box), ToolCalls: toolCallsProto(res.ToolCalls)}
 		// The requests behind this answer (repairs included) are billed to
 		// the attempt the engine records; it derives include_steps' cost.
 		for _, u := range billed {

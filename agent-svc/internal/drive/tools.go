@@ -107,16 +107,127 @@ func (d *driver) toolbox(ctx context.Context, step string, ts *toolStep) (*toolb
 	if err != nil {
 		return nil, err
 	}
-	return &toolbox{set: set}, nil
+	box := &toolbox{set: set}
+	if d.steps[step].strictRequested {
+		d.assessStrict(box)
+	}
+	return box, nil
 }
 
 // toolbox is a step's tools as the provider uses them.
-type toolbox struct{ set *tools.Set }
+type toolbox struct {
+	set *tools.Set
+	// strict are the tools whose arguments are sent strict; toolArgs is
+	// their assessment as the evidence keeps it (§8.7), nil when the step
+	// does not ask for strict.
+	strict   map[string]bool
+	toolArgs []map[string]any
+}
 
 func (b *toolbox) Specs() []provider.ToolSpec {
 	var out []provider.ToolSpec
 	for _, t := range b.set.Tools() {
-		out = append(out, provider.ToolSpec{Name: t.Name, Description: t.Description, Schema: t.Schema})
+		out = append(out, provider.ToolSpec{Name: t.Name, Description: t.Description, Schema: t.Schema, Strict: b.strict[t.Name]})
+	}
+	return out
+}
+
+// Anthropic's budget of strict tools (§8.7): at most this many tools and
+// this many optional properties summed across them.
+const (
+	maxStrictTools     = 20
+	maxStrictOptionals = 24
+)
+
+// assessStrict marks, for a step that asks for strict, which tools'
+// arguments are sent strict: the eligible ones in declared order (on
+// Anthropic within its budget, greedily); none on a provider or endpoint
+// that cannot take it.
+func (d *driver) assessStrict(box *toolbox) {
+	box.strict = map[string]bool{}
+	name := d.o.Provider.Name()
+	compat := d.o.Flags.BaseURL != "" && !d.o.Flags.StrictBaseURL
+	count, optional := 0, 0
+	for _, t := range box.set.Tools() {
+		e := map[string]any{"name": t.Name, "strict_requested": true, "strict_sent": false}
+		v := workflow.CheckStrict(t.Schema)
+		switch {
+		case name == provider.OpenAIReasoning:
+			e["reasons"] = []any{"provider_unsupported"}
+		case compat:
+			e["reasons"] = []any{"compat_endpoint"}
+		case !v.Eligible():
+			e["reasons"] = toAny(v.Refusals)
+		case name == provider.Anthropic && (count+1 > maxStrictTools || optional+optionalProps(t.Schema) > maxStrictOptionals):
+			e["reasons"] = []any{"budget_excluded"}
+		default:
+			count, optional = count+1, optional+optionalProps(t.Schema)
+			box.strict[t.Name] = true
+			e["strict_sent"] = true
+		}
+		if len(v.Caveats) > 0 {
+			e["caveats"] = toAny(v.Caveats)
+		}
+		box.toolArgs = append(box.toolArgs, e)
+	}
+}
+
+// toolArgsRecord is the evidence's tool_args after the step's requests: a
+// live refusal flips the sent tools off and says so.
+func toolArgsRecord(box *toolbox, res *provider.Result) map[string]any {
+	var list []any
+	for _, e := range box.toolArgs {
+		c := map[string]any{}
+		for k, v := range e {
+			c[k] = v
+		}
+		if res.StrictDrop != nil {
+			c["strict_sent"] = false
+		}
+		list = append(list, c)
+	}
+	rec := map[string]any{"tools": list}
+	if dr := res.StrictDrop; dr != nil {
+		rec["dropped_mid_attempt"] = map[string]any{"reason": "api_rejected_schema", "api_message": dr.APIMessage, "strict_turns_before_drop": dr.TurnsBefore}
+	}
+	return rec
+}
+
+// optionalProps counts the properties not required, at every level.
+func optionalProps(schema map[string]any) int {
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		req := map[string]bool{}
+		if list, ok := m["required"].([]any); ok {
+			for _, r := range list {
+				if s, ok := r.(string); ok {
+					req[s] = true
+				}
+			}
+		}
+		if props, ok := m["properties"].(map[string]any); ok {
+			for k, p := range props {
+				if !req[k] {
+					n++
+				}
+				walk(p)
+			}
+		}
+		walk(m["items"])
+	}
+	walk(schema)
+	return n
+}
+
+func toAny(list []string) []any {
+	out := make([]any, len(list))
+	for i, s := range list {
+		out[i] = s
 	}
 	return out
 }

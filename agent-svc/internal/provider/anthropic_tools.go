@@ -18,6 +18,7 @@ type anthropicWire struct {
 	system   string
 	messages []anthropic.MessageParam
 	last     *anthropic.Message
+	strict   strictState
 }
 
 func (p *anthropicProvider) toolWire(req Request, res *Result) *anthropicWire {
@@ -36,12 +37,34 @@ func (w *anthropicWire) send(ctx context.Context, final bool) (wireTurn, error) 
 	if w.req.PromptCache {
 		params.System[0].CacheControl = anthropic.NewCacheControlEphemeralParam()
 	}
+	specs := w.req.Tools.Specs()
+	strict := !final && w.strict.wants(specs)
+	msg, err := w.p.sendParams(ctx, w.req, w.params(params, specs, final, strict), w.res)
+	if err != nil && strict && w.strict.refused(err, w.res) {
+		strict = false
+		msg, err = w.p.sendParams(ctx, w.req, w.params(params, specs, final, false), w.res)
+	}
+	if err != nil {
+		return wireTurn{}, err
+	}
+	if strict {
+		w.strict.turns++
+	}
+	return w.turn(msg), nil
+}
+
+// params are the request's tools on top of base.
+func (w *anthropicWire) params(base anthropic.MessageNewParams, specs []ToolSpec, final, strict bool) anthropic.MessageNewParams {
+	params := base
 	var tools []anthropic.ToolUnionParam
 	if !final {
-		for _, s := range w.req.Tools.Specs() {
+		for _, s := range specs {
 			tool := anthropic.ToolParam{Name: s.Name, InputSchema: toolSchemaOf(specSchema(s))}
 			if s.Description != "" {
 				tool.Description = anthropic.String(s.Description)
+			}
+			if strict && s.Strict {
+				tool.Strict = anthropic.Bool(true)
 			}
 			tools = append(tools, anthropic.ToolUnionParam{OfTool: &tool})
 		}
@@ -60,10 +83,11 @@ func (w *anthropicWire) send(ctx context.Context, final bool) (wireTurn, error) 
 	default:
 		params.ToolChoice = anthropic.ToolChoiceUnionParam{OfAuto: &anthropic.ToolChoiceAutoParam{}}
 	}
-	msg, err := w.p.sendParams(ctx, w.req, params, w.res)
-	if err != nil {
-		return wireTurn{}, err
-	}
+	return params
+}
+
+// turn reads the model's turn.
+func (w *anthropicWire) turn(msg *anthropic.Message) wireTurn {
 	w.last = msg
 	var t wireTurn
 	for _, b := range msg.Content {
@@ -85,7 +109,7 @@ func (w *anthropicWire) send(ctx context.Context, final bool) (wireTurn, error) 
 			t.calls = append(t.calls, c)
 		}
 	}
-	return t, nil
+	return t
 }
 
 func (w *anthropicWire) reply(t wireTurn, answers []toolAnswer, note string) {

@@ -17,6 +17,7 @@ type openaiWire struct {
 	res      *Result
 	messages []openai.ChatCompletionMessageParamUnion
 	last     *openai.ChatCompletionMessage
+	strict   strictState
 }
 
 func (p *openaiProvider) toolWire(req Request, res *Result) *openaiWire {
@@ -31,19 +32,18 @@ func (p *openaiProvider) toolWire(req Request, res *Result) *openaiWire {
 }
 
 func (w *openaiWire) send(ctx context.Context, final bool) (wireTurn, error) {
-	params := openai.ChatCompletionNewParams{Model: w.req.Model, Messages: w.messages}
-	if !final {
-		for _, s := range w.req.Tools.Specs() {
-			fn := shared.FunctionDefinitionParam{Name: s.Name, Parameters: shared.FunctionParameters(specSchema(s))}
-			if s.Description != "" {
-				fn.Description = openai.String(s.Description)
-			}
-			params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(fn))
-		}
+	specs := w.req.Tools.Specs()
+	strict := !final && w.strict.wants(specs)
+	c, err := w.p.sendParams(ctx, w.req, w.params(specs, final, strict), w.res)
+	if err != nil && strict && w.strict.refused(err, w.res) {
+		strict = false
+		c, err = w.p.sendParams(ctx, w.req, w.params(specs, final, false), w.res)
 	}
-	c, err := w.p.sendParams(ctx, w.req, params, w.res)
 	if err != nil {
 		return wireTurn{}, err
+	}
+	if strict {
+		w.strict.turns++
 	}
 	if len(c.Choices) == 0 {
 		return wireTurn{}, &CallError{Class: ClassOther, Message: "OpenAI returned no choices."}
@@ -58,6 +58,24 @@ func (w *openaiWire) send(ctx context.Context, final bool) (wireTurn, error) {
 		t.calls = append(t.calls, wireCall{id: tc.ID, name: tc.Function.Name, args: argsOf(tc.Function.Arguments)})
 	}
 	return t, nil
+}
+
+// params are one request: the history and, unless final, the tools.
+func (w *openaiWire) params(specs []ToolSpec, final, strict bool) openai.ChatCompletionNewParams {
+	params := openai.ChatCompletionNewParams{Model: w.req.Model, Messages: w.messages}
+	if !final {
+		for _, s := range specs {
+			fn := shared.FunctionDefinitionParam{Name: s.Name, Parameters: shared.FunctionParameters(specSchema(s))}
+			if s.Description != "" {
+				fn.Description = openai.String(s.Description)
+			}
+			if strict && s.Strict {
+				fn.Strict = openai.Bool(true)
+			}
+			params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(fn))
+		}
+	}
+	return params
 }
 
 func (w *openaiWire) reply(t wireTurn, answers []toolAnswer, note string) {

@@ -109,6 +109,8 @@ type Result struct {
 	Elapsed    time.Duration
 	// ToolCalls are the tool calls made, in order.
 	ToolCalls []ToolCall
+	// StrictDrop is set when the service refused strict tool arguments.
+	StrictDrop *StrictDrop
 }
 
 // Provider asks one model service for answers.

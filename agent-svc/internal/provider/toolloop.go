@@ -43,10 +43,52 @@ type Toolbox interface {
 	Call(ctx context.Context, name string, args map[string]any) (string, error)
 }
 
-// ToolSpec is one tool as the model is offered it.
+// ToolSpec is one tool as the model is offered it. Strict asks for
+// strict tool-call arguments (agent-driver §8.7).
 type ToolSpec struct {
 	Name, Description string
 	Schema            map[string]any
+	Strict            bool
+}
+
+// StrictDrop is a live refusal of strict tool arguments: the request was
+// sent again without strict, which stayed off for the rest of the step.
+type StrictDrop struct {
+	APIMessage string
+	// TurnsBefore counts the requests answered with strict on.
+	TurnsBefore int
+}
+
+// strictState is a conversation's strict tool arguments: on while any
+// spec asks for it, until the service refuses it once.
+type strictState struct {
+	off   bool
+	turns int
+}
+
+// wants reports whether this request carries strict tools.
+func (s *strictState) wants(specs []ToolSpec) bool {
+	if s.off {
+		return false
+	}
+	for _, t := range specs {
+		if t.Strict {
+			return true
+		}
+	}
+	return false
+}
+
+// refused turns strict off after a 400 to a strict request, noting the
+// drop; it reports whether to send again.
+func (s *strictState) refused(err error, res *Result) bool {
+	var ce *CallError
+	if !errors.As(err, &ce) || ce.Status != 400 {
+		return false
+	}
+	s.off = true
+	res.StrictDrop = &StrictDrop{APIMessage: firstN(ce.Message, 300), TurnsBefore: s.turns}
+	return true
 }
 
 // ToolCall is one call a model made, as the evidence keeps it

@@ -45,6 +45,8 @@ type toolStub struct {
 	bodies []map[string]any
 	// hold, when set, holds request n (1-based) until the request ends.
 	hold int
+	// refuse, when set, answers 400 to the requests it picks.
+	refuse func(body map[string]any) bool
 }
 
 func (s *toolStub) requests() []map[string]any {
@@ -63,10 +65,20 @@ func newToolStub(t *testing.T, kind string, script func(n int, body map[string]a
 		s.mu.Lock()
 		s.bodies = append(s.bodies, body)
 		n := len(s.bodies)
-		hold := s.hold
+		hold, refuse := s.hold, s.refuse
 		s.mu.Unlock()
 		if n == hold {
 			<-r.Context().Done()
+			return
+		}
+		if refuse != nil && refuse(body) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			if kind == "anthropic" {
+				_, _ = io.WriteString(w, `{"type":"error","error":{"type":"invalid_request_error","message":"strict tools rejected"}}`)
+			} else {
+				_, _ = io.WriteString(w, `{"error":{"message":"strict tools rejected","type":"invalid_request_error","param":null,"code":null}}`)
+			}
 			return
 		}
 		tr := script(n, body)
@@ -642,20 +654,89 @@ func TestTheToolExampleIsDrivenToCompletion(t *testing.T) {
 	}
 }
 
-func TestStrictOnAToolStepIsReportedAsUnsupportedContext(t *testing.T) {
+func TestStrictOnAToolStepIsAppliedToToolArguments(t *testing.T) {
 	t.Parallel()
-	s := setupTools(t, "openai", toolEnv, oneCallThen(call{"read_note", map[string]any{"name": "a"}}))
-	run := completed(t, s.drive(t, s.workflow("    structured_output: strict\n", "notes:read_note")))
-	resp, err := s.eng.InspectRun(ctx(t), &realmv1.InspectRunRequest{RunId: run, Verbose: true})
+	for _, kind := range []string{"anthropic", "openai"} {
+		for _, drop := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/refused=%v", kind, drop), func(t *testing.T) {
+				t.Parallel()
+				s := setupTools(t, kind, toolEnv, oneCallThen(call{"read_note", map[string]any{"name": "a"}}))
+				if drop {
+					s.stub.mu.Lock()
+					s.stub.refuse = func(body map[string]any) bool { return strings.Contains(fmt.Sprint(body["tools"]), "strict:true") }
+					s.stub.mu.Unlock()
+				}
+				run := completed(t, s.drive(t, s.workflow("    structured_output: strict\n", "notes:read_note")))
+				reqs := s.stub.requests()
+				if rf, ok := reqs[0]["response_format"]; ok {
+					t.Errorf("a tools step's output was constrained: %v", rf)
+				}
+				if got := strings.Contains(fmt.Sprint(reqs[0]["tools"]), "strict:true"); !got {
+					t.Errorf("the first request's tools were not strict: %v", reqs[0]["tools"])
+				}
+				so := structuredOutput(t, s.eng, run)
+				if so["downgrade_reason"] != "unsupported_context_tools" {
+					t.Errorf("structured_output = %v", so)
+				}
+				ta, _ := so["tool_args"].(map[string]any)
+				list, _ := ta["tools"].([]any)
+				if len(list) != 1 {
+					t.Fatalf("tool_args = %v", ta)
+				}
+				e := list[0].(map[string]any)
+				if e["name"] != "read_note" || e["strict_requested"] != true || e["strict_sent"] != !drop {
+					t.Errorf("tool_args entry = %v", e)
+				}
+				_, dropped := ta["dropped_mid_attempt"]
+				if dropped != drop {
+					t.Errorf("dropped_mid_attempt present %v, want %v: %v", dropped, drop, ta)
+				}
+				if drop && strings.Contains(fmt.Sprint(reqs[len(reqs)-1]["tools"]), "strict:true") {
+					t.Errorf("strict came back after the refusal")
+				}
+			})
+		}
+	}
+}
+
+// structuredOutput is the structured_output diagnostics of the run's
+// evidence entry for step answer.
+func structuredOutput(t *testing.T, eng realmv1.EngineServiceClient, run string) map[string]any {
+	t.Helper()
+	resp, err := eng.ExportRun(ctx(t), &realmv1.ExportRunRequest{RunId: run})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(resp.GetText(), "unsupported_context_tools") {
-		t.Errorf("inspect does not say why strict was not sent:\n%s", resp.GetText())
+	var found map[string]any
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if x["step_id"] == "answer" {
+				if d, ok := x["diagnostics"].(map[string]any); ok {
+					if so, ok := d["structured_output"].(map[string]any); ok {
+						found = so
+					}
+				}
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
 	}
-	if rf, ok := s.stub.requests()[0]["response_format"]; ok {
-		t.Errorf("a tools step's output was constrained: %v", rf)
+	var bundle any
+	if err := json.Unmarshal(resp.GetBundle(), &bundle); err != nil {
+		t.Fatal(err)
 	}
+	walk(bundle)
+	if found == nil {
+		t.Fatalf("no structured_output in the evidence: %s", resp.GetBundle())
+	}
+	return found
 }
 
 func TestAStdioServerIsStartedOncePerDrive(t *testing.T) {
