@@ -140,36 +140,43 @@ const (
 )
 
 // assessStrict marks, for a step that asks for strict, which tools'
-// arguments are sent strict: the eligible ones in declared order (on
-// Anthropic within its budget, greedily); none on a provider or endpoint
-// that cannot take it.
+// arguments are sent strict (assessTools).
 func (d *driver) assessStrict(box *toolbox) {
-	box.strict = map[string]bool{}
-	name := d.o.Provider.Name()
 	compat := d.o.Flags.BaseURL != "" && !d.o.Flags.StrictBaseURL
+	box.strict, box.toolArgs = assessTools(d.o.Provider.Name(), compat, box.set.Tools())
+}
+
+// assessTools judges each tool's input schema for strict arguments, in
+// declared order: the eligible ones are strict (on Anthropic within its
+// budget, greedily); none on a provider or endpoint that cannot take it.
+// entries are the evidence's tool_args.tools[].
+func assessTools(providerName string, compat bool, list []tools.Tool) (strict map[string]bool, entries []map[string]any) {
+	strict = map[string]bool{}
 	count, optional := 0, 0
-	for _, t := range box.set.Tools() {
+	for _, t := range list {
 		e := map[string]any{"name": t.Name, "strict_requested": true, "strict_sent": false}
 		v := workflow.CheckStrict(t.Schema)
+		opt := optionalProps(t.Schema)
 		switch {
-		case name == provider.OpenAIReasoning:
+		case providerName == provider.OpenAIReasoning:
 			e["reasons"] = []any{"provider_unsupported"}
 		case compat:
 			e["reasons"] = []any{"compat_endpoint"}
 		case !v.Eligible():
 			e["reasons"] = toAny(v.Refusals)
-		case name == provider.Anthropic && (count+1 > maxStrictTools || optional+optionalProps(t.Schema) > maxStrictOptionals):
+		case providerName == provider.Anthropic && (count+1 > maxStrictTools || optional+opt > maxStrictOptionals):
 			e["reasons"] = []any{"budget_excluded"}
 		default:
-			count, optional = count+1, optional+optionalProps(t.Schema)
-			box.strict[t.Name] = true
+			count, optional = count+1, optional+opt
+			strict[t.Name] = true
 			e["strict_sent"] = true
 		}
 		if len(v.Caveats) > 0 {
 			e["caveats"] = toAny(v.Caveats)
 		}
-		box.toolArgs = append(box.toolArgs, e)
+		entries = append(entries, e)
 	}
+	return strict, entries
 }
 
 // toolArgsRecord is the evidence's tool_args after the step's requests: a
