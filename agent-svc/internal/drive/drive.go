@@ -74,6 +74,9 @@ type Options struct {
 	// Environ is the environment '${NAME}' in mcp_servers is expanded
 	// from and redaction hides (NAME=value entries; nil: the process's).
 	Environ []string
+	// ToolEnv are the only variables '${NAME}' may read; nil: any but
+	// the driver's own credentials (toolEnvReadable).
+	ToolEnv []string
 	// Slot is the drive's place under the drive limit (nil: no limit).
 	// The drive holds it while it asks a model and parks it while it
 	// waits on a person.

@@ -60,6 +60,28 @@ func (d *driver) readTools(definition []byte) {
 	}
 	if len(def.MCPServers) > 0 {
 		d.pool = tools.NewPool(def.MCPServers, d.lookupEnv)
+		d.pool.Readable = toolEnvReadable(d.o.ToolEnv)
+	}
+}
+
+// ownCredentials are variables of the driver's own that a workflow's
+// '${NAME}' never reads: its model keys, and Realm's settings and secrets.
+var ownCredentials = map[string]bool{"ANTHROPIC_API_KEY": true, "OPENAI_API_KEY": true}
+
+// toolEnvReadable is which variables '${NAME}' in mcp_servers may read:
+// those listed, when a list is set; else any but the driver's own
+// credentials (a workflow author could otherwise send agent-svc's model
+// key to a server of their choosing).
+func toolEnvReadable(list []string) func(string) bool {
+	if list != nil {
+		allowed := map[string]bool{}
+		for _, n := range list {
+			allowed[n] = true
+		}
+		return func(name string) bool { return allowed[name] }
+	}
+	return func(name string) bool {
+		return !ownCredentials[name] && !strings.HasPrefix(name, "REALM_")
 	}
 }
 

@@ -68,3 +68,28 @@ func TestStrictToolArgumentsAreAssessedInDeclaredOrder(t *testing.T) {
 		})
 	}
 }
+
+func TestToolEnvKeepsTheDriversCredentials(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		list []string
+		read map[string]bool
+	}{
+		{"no list: any but the driver's own", nil,
+			map[string]bool{"NOTES_TOKEN": true, "ANTHROPIC_API_KEY": false, "OPENAI_API_KEY": false, "REALM_WEBHOOK_SECRET": false}},
+		{"a list: only those", []string{"NOTES_TOKEN", "OPENAI_API_KEY"},
+			map[string]bool{"NOTES_TOKEN": true, "OPENAI_API_KEY": true, "WEB_TOKEN": false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			readable := toolEnvReadable(tt.list)
+			for name, want := range tt.read {
+				if got := readable(name); got != want {
+					t.Errorf("readable(%s) = %v, want %v", name, got, want)
+				}
+			}
+		})
+	}
+}

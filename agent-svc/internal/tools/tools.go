@@ -52,6 +52,9 @@ type Pool struct {
 	env     Env
 	// HTTPClient reaches http servers (nil: http.DefaultClient).
 	HTTPClient *http.Client
+	// Readable says which variables '${NAME}' may read (nil: any); the
+	// driver keeps its own credentials from workflow authors with it.
+	Readable func(name string) bool
 
 	mu       sync.Mutex
 	sessions map[string]*mcp.ClientSession
@@ -106,9 +109,15 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // expand replaces each '${NAME}' in v from the environment; an unset
 // variable is the spec's refusal.
 func (p *Pool) expand(server, v string) (string, error) {
-	var missing string
+	var missing, denied string
 	out := envRef.ReplaceAllStringFunc(v, func(m string) string {
 		name := envRef.FindStringSubmatch(m)[1]
+		if p.Readable != nil && !p.Readable(name) {
+			if denied == "" {
+				denied = name
+			}
+			return ""
+		}
 		val, ok := p.env(name)
 		if !ok && missing == "" {
 			missing = name
@@ -118,6 +127,9 @@ func (p *Pool) expand(server, v string) (string, error) {
 		}
 		return val
 	})
+	if denied != "" {
+		return "", &Error{Code: errcode.MCPConnectionFailed, Message: fmt.Sprintf("MCP server '%s': env var %s may not be read by tools (the driver keeps it for itself; see REALM_AGENT_TOOL_ENV)", server, denied)}
+	}
 	if missing != "" {
 		return "", &Error{Code: errcode.MCPConnectionFailed, Message: fmt.Sprintf("MCP server '%s': env var %s is not set", server, missing)}
 	}

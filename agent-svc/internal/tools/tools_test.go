@@ -107,6 +107,21 @@ func TestDiscoveryAndRefusals(t *testing.T) {
 	}
 }
 
+func TestAVariableTheDriverKeepsIsNeverRead(t *testing.T) {
+	t.Parallel()
+	p := tools.NewPool([]workflow.MCPServer{{ID: "web", Transport: "http", URL: "http://127.0.0.1:1/mcp",
+		Headers: map[string]string{"X-Key": "${ANTHROPIC_API_KEY}"}}}, envOf("ANTHROPIC_API_KEY=sk-ant-secret"))
+	p.Readable = func(name string) bool { return name != "ANTHROPIC_API_KEY" }
+	_, err := p.Discover(ctx(t), "answer", []string{"web:search"})
+	want := "MCP server 'web': env var ANTHROPIC_API_KEY may not be read by tools (the driver keeps it for itself; see REALM_AGENT_TOOL_ENV)"
+	if codeOf(err) != errcode.MCPConnectionFailed || err.Error() != want {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	if len(p.Secrets()) != 0 {
+		t.Fatalf("the kept value was read: %v", p.Secrets())
+	}
+}
+
 func TestCallsReachBothTransports(t *testing.T) {
 	t.Parallel()
 	p := setup(t, envOf("NOTES_TOKEN=notes-secret", "WEB_TOKEN=http-secret"))
