@@ -29,13 +29,13 @@ type ListArgs struct {
 	Prefix string `json:"prefix,omitempty" jsonschema:"only names starting with this"`
 }
 
-// Server is the notes server.
-func Server() *mcp.Server {
+// Server is the notes server of book.
+func Server(book map[string]string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_notes", Description: "List the names of the notes."},
 		func(_ context.Context, _ *mcp.CallToolRequest, a ListArgs) (*mcp.CallToolResult, any, error) {
 			var names []string
-			for n := range Book {
+			for n := range book {
 				if strings.HasPrefix(n, a.Prefix) {
 					names = append(names, n)
 				}
@@ -45,7 +45,7 @@ func Server() *mcp.Server {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "read_note", Description: "Read one note by name."},
 		func(_ context.Context, _ *mcp.CallToolRequest, a ReadArgs) (*mcp.CallToolResult, any, error) {
-			t, ok := Book[a.Name]
+			t, ok := book[a.Name]
 			if !ok {
 				return nil, nil, fmt.Errorf("no note named '%s'", a.Name)
 			}
