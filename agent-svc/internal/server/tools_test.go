@@ -779,3 +779,19 @@ steps:
 		t.Fatalf("stdio server %q still running after the drive", first[0])
 	}
 }
+
+func TestASecretInToolArgumentsIsRedactedInTheRecord(t *testing.T) {
+	t.Parallel()
+	s := setupTools(t, "openai", toolEnv, oneCallThen(call{"read_note", map[string]any{"name": "web-secret-value"}}))
+	run := completed(t, s.drive(t, s.workflow("", "notes:read_note")))
+	calls := callsOf(s.attempt(t, run))
+	if len(calls) != 1 {
+		t.Fatalf("tool_calls = %v", calls)
+	}
+	if args, _ := calls[0]["args"].(map[string]any); args["name"] != "[REDACTED]" {
+		t.Errorf("args recorded as %v", calls[0]["args"])
+	}
+	if calls[0]["result"] != "note [REDACTED]: the invoice total is 120" {
+		t.Errorf("result recorded as %v", calls[0]["result"])
+	}
+}
