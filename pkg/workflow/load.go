@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"fmt"
+	"net/url"
 	"path"
 	"regexp"
 	"sort"
@@ -375,30 +376,32 @@ func (l *loader) services() {
 	}
 }
 
-// mcpServers checks the mcp_servers list (spec §3.5).
+// mcpServers checks the mcp_servers list (spec §3.5): stdio servers
+// ({id, transport: stdio, command, args?, env?}) and, beyond the original,
+// streamable-HTTP ones ({id, transport: http, url, headers?}).
 func (l *loader) mcpServers() {
 	p, ok := l.top["mcp_servers"]
 	if !ok || isNull(p.Value) {
 		return
 	}
 	if !isSeq(p.Value) {
-		l.errf("'mcp_servers' must be a list of servers ({id, transport: stdio, command, args?, env?})%s", lineOf(p.Key))
+		l.errf("'mcp_servers' must be a list of servers ({id, transport: stdio, command, args?, env?} or {id, transport: http, url, headers?})%s", lineOf(p.Key))
 		return
 	}
 	for i, n := range deref(p.Value).Content {
 		where := fmt.Sprintf("mcp_servers[%d]", i)
 		n = deref(n)
 		if !isMap(n) {
-			l.errf("%s: must be an object with 'id', 'transport' and 'command'%s", where, lineOf(n))
+			l.errf("%s: must be an object with 'id', 'transport' and 'command' (stdio) or 'url' (http)%s", where, lineOf(n))
 			continue
 		}
 		srv := MCPServer{}
-		have := map[string]bool{}
+		have := map[string]*yaml.Node{}
 		for _, f := range pairs(n) {
 			k := f.Key.Value
-			have[k] = true
+			have[k] = f.Key
 			switch k {
-			case "id", "transport", "command":
+			case "id", "transport", "command", "url":
 				s, ok := stringValue(f.Value)
 				if !ok || s == "" {
 					l.errf("%s: '%s' must be a non-empty string%s", where, k, lineOf(f.Key))
@@ -407,12 +410,17 @@ func (l *loader) mcpServers() {
 				case "id":
 					srv.ID = s
 				case "transport":
-					if ok && s != "stdio" {
-						l.errf("%s: 'transport' must be 'stdio' (found: '%s')%s", where, s, lineOf(f.Key))
+					if ok && s != "stdio" && s != "http" {
+						l.errf("%s: 'transport' must be 'stdio' or 'http' (found: '%s')%s", where, s, lineOf(f.Key))
 					}
 					srv.Transport = s
 				case "command":
 					srv.Command = s
+				case "url":
+					if u, err := url.Parse(s); ok && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+						l.errf("%s: 'url' must be an http:// or https:// address (found: '%s')%s", where, s, lineOf(f.Key))
+					}
+					srv.URL = s
 				}
 			case "args":
 				args, ok := stringList(f.Value)
@@ -420,19 +428,38 @@ func (l *loader) mcpServers() {
 					l.errf("%s: 'args' must be a list of strings%s", where, lineOf(f.Key))
 				}
 				srv.Args = args
-			case "env":
-				env, ok := stringMap(f.Value)
+			case "env", "headers":
+				m, ok := stringMap(f.Value)
 				if !ok {
-					l.errf("%s: 'env' must be a map of strings%s", where, lineOf(f.Key))
+					l.errf("%s: '%s' must be a map of strings%s", where, k, lineOf(f.Key))
 				}
-				srv.Env = env
+				if k == "env" {
+					srv.Env = m
+				} else {
+					srv.Headers = m
+				}
 			default:
 				l.errf("%s: unknown key '%s'%s", where, k, lineOf(f.Key))
 			}
 		}
-		for _, k := range []string{"id", "transport", "command"} {
-			if !have[k] {
+		need, refused := []string{"id", "transport", "command"}, []string{"url", "headers"}
+		switch srv.Transport {
+		case "http":
+			need, refused = []string{"id", "transport", "url"}, []string{"command", "args", "env"}
+		case "stdio", "":
+		default:
+			need = []string{"id"} // the transport's own error says enough
+		}
+		for _, k := range need {
+			if have[k] == nil {
 				l.errf("%s: missing required field '%s'%s", where, k, lineOf(n))
+			}
+		}
+		if srv.Transport == "stdio" || srv.Transport == "http" {
+			for _, k := range refused {
+				if key := have[k]; key != nil {
+					l.errf("%s: '%s' is not valid with transport '%s'%s", where, k, srv.Transport, lineOf(key))
+				}
 			}
 		}
 		if srv.ID != "" {

@@ -626,3 +626,33 @@ func TestLoadAcceptsTheSpecExample(t *testing.T) {
 		t.Fatalf("context %+v", d.WorkflowContext)
 	}
 }
+
+func TestLoadMCPServerTransports(t *testing.T) {
+	t.Parallel()
+	head := "id: w\nname: W\nversion: 1\nmcp_servers:\n"
+	tests := []struct {
+		name, servers string
+		want          []string
+	}{
+		{"stdio with command, args and env", "  - { id: fs, transport: stdio, command: fs-server, args: [a], env: { T: '${T}' } }\n", nil},
+		{"http with url and headers", "  - { id: web, transport: http, url: 'https://tools.example/mcp', headers: { Authorization: 'Bearer ${TOK}' } }\n", nil},
+		{"http without url", "  - { id: web, transport: http }\n", []string{"mcp_servers[0]: missing required field 'url' (line 5)"}},
+		{"http with a command", "  - { id: web, transport: http, url: 'http://x/mcp', command: srv }\n",
+			[]string{"mcp_servers[0]: 'command' is not valid with transport 'http' (line 5)"}},
+		{"stdio with headers", "  - { id: fs, transport: stdio, command: srv, headers: { A: b } }\n",
+			[]string{"mcp_servers[0]: 'headers' is not valid with transport 'stdio' (line 5)"}},
+		{"url that is not http", "  - { id: web, transport: http, url: 'ftp://x' }\n",
+			[]string{"mcp_servers[0]: 'url' must be an http:// or https:// address (found: 'ftp://x') (line 5)"}},
+		{"unknown transport", "  - { id: web, transport: sse, url: 'http://x' }\n",
+			[]string{"mcp_servers[0]: 'transport' must be 'stdio' or 'http' (found: 'sse') (line 5)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, r := setup(t, head+tt.servers+"steps:\n  a: { description: A, execution: agent }\n")
+			if !slices.Equal(r.Errors, tt.want) {
+				t.Fatalf("errors %q, want %q", r.Errors, tt.want)
+			}
+		})
+	}
+}

@@ -93,13 +93,18 @@ type Service struct {
 	RateLimit map[string]any `json:"rate_limit,omitempty"`
 }
 
-// MCPServer is one entry of mcp_servers (spec §3.5).
+// MCPServer is one entry of mcp_servers (spec §3.5). Transport stdio
+// starts Command with Args and Env; transport http (streamable HTTP, not
+// in the original) reaches URL with Headers. '${NAME}' in Env and Headers
+// values is expanded from the driver's environment when it connects.
 type MCPServer struct {
 	ID        string            `json:"id"`
 	Transport string            `json:"transport"`
-	Command   string            `json:"command"`
+	Command   string            `json:"command,omitempty"`
 	Args      []string          `json:"args,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
+	URL       string            `json:"url,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
 }
 
 // ContextEntry is one entry of workflow_context (spec §3.8).

@@ -3,7 +3,7 @@
 //
 //	agent-svc [--addr 127.0.0.1:7071] [--engine-addr 127.0.0.1:7070]
 //	          [--redis-url redis://… | --redis-cluster-addrs a,b,c | --redis-sentinel-addrs a,b --redis-sentinel-master m] [--max-drives 8]
-//	          [--allow-base-url URL]...
+//	          [--allow-base-url URL]... [--tool-env NAME]...
 //
 // Keys come from ANTHROPIC_API_KEY and OPENAI_API_KEY, addresses from
 // ANTHROPIC_BASE_URL and OPENAI_BASE_URL. A drive may name another base URL
@@ -91,6 +91,13 @@ func run(log *slog.Logger) error {
 		}
 	}
 	flag.Var(&allowURLs, "allow-base-url", "a base `url` (and the paths below it) a drive may name besides the providers' official endpoints and OPENAI_BASE_URL/ANTHROPIC_BASE_URL; repeatable (env REALM_AGENT_ALLOW_BASE_URLS, comma-separated)")
+	var toolEnv urlList
+	for _, n := range strings.Split(os.Getenv("REALM_AGENT_TOOL_ENV"), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			toolEnv = append(toolEnv, n)
+		}
+	}
+	flag.Var(&toolEnv, "tool-env", "a `name` of a variable that '${NAME}' in a workflow's mcp_servers env or headers may read; repeatable (env REALM_AGENT_TOOL_ENV, comma-separated). Unset: any variable but ANTHROPIC_API_KEY, OPENAI_API_KEY and REALM_*")
 	metricsAddr := flag.String("metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics, /healthz and /readyz on this address (empty: off) (env REALM_METRICS_LISTEN)")
 	var tlsFiles mtls.Files
 	tlsFiles.RegisterFlags(flag.CommandLine, true, nil)
@@ -183,6 +190,7 @@ func run(log *slog.Logger) error {
 		Logger:        log,
 		Book:          book,
 		AllowBaseURLs: allow,
+		ToolEnv:       toolEnv,
 	})
 	pickupDone := make(chan struct{})
 	go func() { defer close(pickupDone); svc.Pickup(ctx, *pickupEvery) }()

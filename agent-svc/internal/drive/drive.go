@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/realm-go/realm/agent-svc/internal/provider"
+	"github.com/realm-go/realm/agent-svc/internal/tools"
 	"github.com/realm-go/realm/pkg/client"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -70,6 +71,12 @@ type Options struct {
 	Now func() time.Time
 	// Warnings are printed (stderr) before the drive's header.
 	Warnings []string
+	// Environ is the environment '${NAME}' in mcp_servers is expanded
+	// from and redaction hides (NAME=value entries; nil: the process's).
+	Environ []string
+	// ToolEnv are the only variables '${NAME}' may read; nil: any but
+	// the driver's own credentials (toolEnvReadable).
+	ToolEnv []string
 	// Slot is the drive's place under the drive limit (nil: no limit).
 	// The drive holds it while it asks a model and parks it while it
 	// waits on a person.
@@ -114,6 +121,8 @@ type stepInfo struct {
 	// budgetNote warns that --schema-retries outlasts the step's
 	// validation-exhaustion threshold (printed once per step).
 	budgetNote string
+	// tools is set on a tool-calling step.
+	tools *toolStep
 }
 
 type driver struct {
@@ -137,6 +146,9 @@ type driver struct {
 	// modelCtx is the context of model calls: the drive's, ending too
 	// when its slot is lost.
 	modelCtx context.Context
+	// pool are the workflow's MCP servers, started when a step needs
+	// them and stopped when the drive ends.
+	pool *tools.Pool
 }
 
 // Run drives the run req names (a new run, or one attached by id) and
@@ -162,6 +174,7 @@ func Run(ctx context.Context, eng realmv1.EngineServiceClient, req *realmv1.Driv
 	}
 	o.Caller = caller
 	d := &driver{ctx: ctx, eng: eng, o: o, emit: emit, budgetWarned: map[string]bool{}, named: map[string]bool{}}
+	defer d.closeTools()
 	err := d.open(ctx, req)
 	if err == nil {
 		err = d.loop(ctx)
@@ -315,6 +328,7 @@ func (d *driver) learn(ctx context.Context, workflowID string) (string, float64,
 	}
 	d.readStrict(resp.GetDefinition())
 	d.readControls(resp.GetDefinition())
+	d.readTools(resp.GetDefinition())
 	name, _ := p["name"].(string)
 	var version float64
 	if list, err := client.ListAllWorkflows(ctx, d.eng); err == nil {
@@ -783,13 +797,19 @@ func (d *driver) result() string {
 // strictRecord is the structured_output record of an answer (agent-driver
 // §8.3) for a step that asked for it: whether strict was sent and, if not,
 // why. nil for a step that did not ask.
-func (d *driver) strictRecord(info stepInfo, res *provider.Result) *structpb.Struct {
+func (d *driver) strictRecord(info stepInfo, res *provider.Result, box *toolbox) *structpb.Struct {
 	if !info.strictRequested {
 		return nil
 	}
 	rec := map[string]any{"requested": true, "sent": res.StrictSent, "provider": d.o.Provider.Name()}
+	if box != nil && box.toolArgs != nil {
+		rec["tool_args"] = toolArgsRecord(box, res)
+	}
 	switch {
 	case res.StrictSent:
+	case info.tools != nil:
+		// A tools step's output is unconstrained (§8.7), on every run.
+		rec["downgrade_reason"] = "unsupported_context_tools"
 	case !info.strict:
 		rec["downgrade_reason"] = "gate_ineligible"
 	case d.o.Provider.Name() == "openai-reasoning":

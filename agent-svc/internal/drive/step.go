@@ -51,18 +51,33 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 	if info.llmTimeout > 0 {
 		per = info.llmTimeout
 	}
+	var box *toolbox
+	if info.tools != nil {
+		// Discovery comes before any model call (§10.2).
+		var err error
+		if box, err = d.toolbox(ctx, step, info.tools); err != nil {
+			return d.toolsFailed(ctx, step, err, nil)
+		}
+	}
 	for {
 		mctx := d.modelCtx
 		if mctx == nil {
 			mctx = ctx
 		}
-		res, err := d.o.Provider.Call(mctx, provider.Request{
+		req := provider.Request{
 			Model: d.o.Model, Profile: info.profile, Prompt: user, Schema: schema, Strict: info.strict,
 			PerAttempt: per, PerAttemptDeclared: per > 0, PerAttemptFromStep: info.llmTimeout > 0,
 			PromptCache: d.o.PromptCache, RequestIndex: len(billed),
-		})
+		}
+		if box != nil {
+			d.withTools(&req, step, info.tools, box)
+		}
+		res, err := d.o.Provider.Call(mctx, req)
 		if err != nil && mctx.Err() != nil && ctx.Err() == nil {
 			return errSlotLost // cut by the limit, not by the caller
+		}
+		if err != nil && box != nil {
+			return d.toolsFailed(ctx, step, err, billed)
 		}
 		if err != nil {
 			ce := asCallError(err)
@@ -82,17 +97,17 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 			return d.stop(d.failure(step, &provider.CallError{Class: provider.ClassOther, Message: err.Error(), Usage: billed}), step,
 				fmt.Sprintf("✗ Step '%s' failed: the model's answer cannot be sent: %s", step, err), d.reattachLine())
 		}
-		req := &realmv1.ExecuteStepRequest{RunId: d.runID, Command: step, Params: params, Caller: d.o.Caller,
-			StructuredOutput: d.strictRecord(info, res)}
+		exec := &realmv1.ExecuteStepRequest{RunId: d.runID, Command: step, Params: params, Caller: d.o.Caller,
+			StructuredOutput: d.strictRecord(info, res, box), ToolCalls: toolCallsProto(res.ToolCalls)}
 		// The requests behind this answer (repairs included) are billed to
 		// the attempt the engine records; it derives include_steps' cost.
 		for _, u := range billed {
-			req.Usage = append(req.Usage, usageProto(u))
+			exec.Usage = append(exec.Usage, usageProto(u))
 		}
 		if d.o.MintWriterNonce {
-			req.WriterNonce = newNonce()
+			exec.WriterNonce = newNonce()
 		}
-		resp, err := d.eng.ExecuteStep(ctx, req)
+		resp, err := d.eng.ExecuteStep(ctx, exec)
 		if err != nil {
 			return err
 		}
@@ -110,7 +125,8 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 			}
 			return d.chained(r)
 		case r.GetErrorCode() == codeInputSchema || r.GetErrorCode() == codeOutputSchema:
-			if repairs < d.o.SchemaRetries && r.GetRunVersion() == version {
+			// No repair after tool calls (§9, condition 3).
+			if repairs < d.o.SchemaRetries && r.GetRunVersion() == version && len(res.ToolCalls) == 0 {
 				repairs++
 				errs := repairLines(r.GetErrorDetails())
 				if err := d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_REPAIR, Step: step,
@@ -214,11 +230,11 @@ func usageProto(u provider.Usage) *realmv1.ModelUsage {
 }
 
 // failure is the drive_failures entry for a failed step (§12.2); the
-// message is cut to 500 characters.
+// message is redacted (§18) and cut to 500 characters.
 func (d *driver) failure(step string, ce *provider.CallError) *realmv1.DriveFailure {
 	f := &realmv1.DriveFailure{
 		At: d.o.Now().UTC().Format("2006-01-02T15:04:05.000Z"), Step: step, ErrorClass: ce.Class,
-		Message: cut(ce.Message, 500), ElapsedMs: ce.Elapsed.Milliseconds(), AttemptsSdk: int32(ce.Attempts),
+		Message: cut(d.redactor().String(ce.Message), 500), ElapsedMs: ce.Elapsed.Milliseconds(), AttemptsSdk: int32(ce.Attempts),
 	}
 	if d.o.Provider != nil {
 		f.Provider = d.o.Provider.Name()

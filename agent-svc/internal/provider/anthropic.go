@@ -69,6 +69,14 @@ func anthropicAPIError(err error) (statusError, bool) {
 func (p *anthropicProvider) Call(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
 	res := &Result{}
+	if req.Tools != nil {
+		out, err := toolLoop(ctx, req, p.toolWire(req, res), res)
+		if err != nil {
+			return nil, withUsage(err, res, start)
+		}
+		res.Output, res.Elapsed = out, time.Since(start)
+		return res, nil
+	}
 	hasSchema := len(req.Schema) > 0
 	strict := req.Strict && hasSchema
 	system := SystemPrompt(req.Profile, req.Schema, hasSchema)
@@ -151,6 +159,12 @@ func (p *anthropicProvider) send(ctx context.Context, req Request, system, user 
 		params.Tools = []anthropic.ToolUnionParam{{OfTool: &tool}}
 		params.ToolChoice = anthropic.ToolChoiceUnionParam{OfAuto: &anthropic.ToolChoiceAutoParam{}}
 	}
+	return p.sendParams(ctx, req, params, res)
+}
+
+// sendParams makes one request (with the SDK's retries) and records its
+// usage.
+func (p *anthropicProvider) sendParams(ctx context.Context, req Request, params anthropic.MessageNewParams, res *Result) (*anthropic.Message, error) {
 	per := req.PerAttempt
 	if per <= 0 {
 		per = DefaultPerAttempt

@@ -77,6 +77,14 @@ const (
 func (p *openaiProvider) Call(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
 	res := &Result{}
+	if req.Tools != nil {
+		out, err := toolLoop(ctx, req, p.toolWire(req, res), res)
+		if err != nil {
+			return nil, withUsage(err, res, start)
+		}
+		res.Output, res.Elapsed = out, time.Since(start)
+		return res, nil
+	}
 	system := SystemPrompt(req.Profile, req.Schema, false)
 	f := formatJSONObject
 	switch {
@@ -143,6 +151,12 @@ func (p *openaiProvider) send(ctx context.Context, req Request, messages []opena
 			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "realm_step_output", Strict: openai.Bool(true), Schema: schema},
 		}}
 	}
+	return p.sendParams(ctx, req, params, res)
+}
+
+// sendParams makes one request (with the SDK's retries) and records its
+// usage.
+func (p *openaiProvider) sendParams(ctx context.Context, req Request, params openai.ChatCompletionNewParams, res *Result) (*openai.ChatCompletion, error) {
 	if p.reasoning {
 		limit := int64(32768)
 		if strings.HasPrefix(strings.ToLower(req.Model), "o1-mini") {

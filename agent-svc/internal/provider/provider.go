@@ -72,6 +72,23 @@ type Request struct {
 	// RequestIndex numbers the first wire request of this call within the
 	// step (repairs continue the count).
 	RequestIndex int
+
+	// Tools, when set, makes this a tool-calling step (agent-driver §10):
+	// the model is offered these tools and its calls are carried out.
+	Tools Toolbox
+	// MaxToolCalls (0: 20) and MaxFanOut (0: unlimited) bound the calls;
+	// ToolTimeout (0: 30 s) bounds each.
+	MaxToolCalls int
+	MaxFanOut    int
+	ToolTimeout  time.Duration
+	// Check validates an answer of a tool-calling step against the step's
+	// schemas: "" when it fits, else the summary the model is shown.
+	Check func(map[string]any) string
+	// Redact hides secrets in tool results, tool errors and recorded
+	// arguments (§18); nil hides nothing.
+	Redact func(string) string
+	// Corrected is told each in-conversation correction (its number).
+	Corrected func(n int)
 }
 
 // Usage is one wire request's counters; nil pointers were not reported.
@@ -93,6 +110,10 @@ type Result struct {
 	Attempts   int
 	StrictSent bool
 	Elapsed    time.Duration
+	// ToolCalls are the tool calls made, in order.
+	ToolCalls []ToolCall
+	// StrictDrop is set when the service refused strict tool arguments.
+	StrictDrop *StrictDrop
 }
 
 // Provider asks one model service for answers.
@@ -116,6 +137,8 @@ type CallError struct {
 	CeilingMS    int64
 	Usage        []Usage
 	ProviderName string
+	// Code is the catalogue code of a failure that has one.
+	Code string
 }
 
 func (e *CallError) Error() string { return e.Message }

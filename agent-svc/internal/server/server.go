@@ -41,6 +41,12 @@ type Config struct {
 	// and Services' own base URLs (--allow-base-url). A drive naming any
 	// other is refused before a key is used.
 	AllowBaseURLs provider.Allowlist
+	// Environ is the environment drives expand '${NAME}' in mcp_servers
+	// from and redact from tool results (NAME=value; nil: the process's).
+	Environ []string
+	// ToolEnv are the only variables '${NAME}' in mcp_servers may read
+	// (--tool-env); nil: any but agent-svc's own credentials.
+	ToolEnv []string
 }
 
 // Server implements realmv1.AgentServiceServer.
@@ -172,7 +178,7 @@ func (s *Server) drive(ctx context.Context, req *realmv1.DriveRunRequest, durabl
 		Provider: p, Model: o.GetModel(), SchemaRetries: retries, PerAttempt: per,
 		PromptCache: o.GetPromptCache(), MintWriterNonce: o.GetMintWriterNonce(),
 		GatePoll: s.c.GatePoll, InFlightWait: s.c.InFlightWait, Caller: req.GetCaller(), Warnings: warnings, Slot: slot,
-		Durable: durable,
+		Durable: durable, Environ: s.c.Environ, ToolEnv: s.c.ToolEnv,
 		Flags: drive.Flags{Provider: o.GetProvider(), Model: o.GetModel(), BaseURL: o.GetBaseUrl(), StrictBaseURL: o.GetStrictBaseUrl(),
 			SchemaRetries: retries, LLMTimeoutSeconds: int(o.GetLlmTimeoutSeconds()), PromptCache: o.GetPromptCache(), MintWriterNonce: o.GetMintWriterNonce()},
 	}, func(ev *realmv1.DriveEvent) error {

@@ -19,6 +19,7 @@ func (e *Engine) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepReques
 	in := answerIn{
 		params: req.GetParams().AsMap(), claimToken: req.GetClaimToken(),
 		trace: req.GetTrace(), nonce: req.GetWriterNonce(), usage: req.GetUsage(),
+		toolCalls: toolCallsOf(req.GetToolCalls()),
 	}
 	if so := req.GetStructuredOutput(); so != nil {
 		in.strict = so.AsMap()
@@ -60,6 +61,24 @@ type answerIn struct {
 	usage []*realmv1.ModelUsage
 	// strict is the driver's structured_output record of the answer.
 	strict map[string]any
+	// toolCalls are the model's tool calls behind the answer.
+	toolCalls []record.ToolCall
+}
+
+// toolCallsOf is the driver's tool calls as the evidence keeps them.
+func toolCallsOf(calls []*realmv1.ToolCall) []record.ToolCall {
+	var out []record.ToolCall
+	for _, c := range calls {
+		tc := record.ToolCall{ServerID: c.GetServerId(), Tool: c.GetTool(), DurationMS: c.GetDurationMs(), Error: c.GetError()}
+		if c.GetArgs() != nil {
+			tc.Args = c.GetArgs().AsInterface()
+		}
+		if c.GetResult() != nil {
+			tc.Result = c.GetResult().AsInterface()
+		}
+		out = append(out, tc)
+	}
+	return out
 }
 
 // executedKind is what execute_step decided.
@@ -217,6 +236,7 @@ func (t *txn) answer(s *workflow.Step, in answerIn) *executed {
 	if in.strict != nil {
 		e.Diagnostics["structured_output"] = in.strict
 	}
+	e.ToolCalls = in.toolCalls
 	trace, summary, own, anon, foreign := t.adoptTrace(s.Name, in.nonce, in.trace)
 	e.Trace, e.TraceSummary = trace, summary
 	t.adopted = &[3]int{own, anon, foreign}

@@ -245,10 +245,31 @@ func (t *txn) stepsView(entries []*record.Entry) map[string]any {
 		}
 		if cost := costOf(e.Diagnostics); cost != nil {
 			a["cost"] = cost
+		} else if len(e.ToolCalls) > 0 {
+			// Realm's driver records a tool-calling step's usage; an
+			// attempt with calls and none is an older or outside record.
+			a["cost_unrecorded"] = "tool_calling_step"
 		} else if st := t.stepOf(e.StepID); st != nil && st.Execution == workflow.KindAgent {
 			a["cost_unrecorded"] = "not_measured_by_realm"
 		}
+		if len(e.ToolCalls) > 0 {
+			a["tool_calls"] = normalizeJSON(toolCallList(e.ToolCalls))
+		}
 		s["attempts"] = append(attempts, a)
+	}
+	return out
+}
+
+// toolCallList is an attempt's tool calls as include_steps shows them:
+// {server_id, tool, args, result, duration_ms, error?}.
+func toolCallList(calls []record.ToolCall) []any {
+	out := make([]any, 0, len(calls))
+	for _, c := range calls {
+		m := map[string]any{"server_id": c.ServerID, "tool": c.Tool, "args": c.Args, "result": c.Result, "duration_ms": c.DurationMS}
+		if c.Error != "" {
+			m["error"] = c.Error
+		}
+		out = append(out, m)
 	}
 	return out
 }

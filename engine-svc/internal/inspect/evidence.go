@@ -187,6 +187,11 @@ func (r *renderer) attemptBody(b *strings.Builder, ind string, s *stepEvidence, 
 // --verbose. A step that declares tools and called none says so.
 func (r *renderer) toolCalls(b *strings.Builder, ind string, a attempt, st *workflow.Step) {
 	calls := r.in.ToolCalls[a.i]
+	if calls == nil && a.e != nil {
+		for _, c := range a.e.ToolCalls {
+			calls = append(calls, ToolCall{ServerID: c.ServerID, Tool: c.Tool, Args: c.Args, Result: c.Result, DurationMS: c.DurationMS, Error: c.Error})
+		}
+	}
 	if len(calls) == 0 {
 		if st != nil && st.Execution == workflow.KindAgent && len(st.Tools) > 0 {
 			line(b, "%sTools declared, none called", ind)

@@ -53,8 +53,7 @@ type Input struct {
 	CannotRun []Refusal
 
 	// ToolCalls are each attempt's model tool calls, by index into
-	// Entries. The record's Entry does not carry tool_calls yet; until it
-	// does, the caller that reads them passes them here.
+	// Entries; an attempt not here shows its entry's own tool_calls.
 	ToolCalls map[int][]ToolCall
 }
 

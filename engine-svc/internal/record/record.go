@@ -256,6 +256,9 @@ type DriveFailure struct {
 	LastObservedStatus   *int64 `json:"last_observed_status,omitempty"`
 	RetryAfterObservedMS *int64 `json:"retry_after_observed_ms,omitempty"`
 	Usage                []any  `json:"usage,omitempty"`
+	// Code is the catalogue code of a failure that has one (not in the
+	// original's record).
+	Code string `json:"code,omitempty"`
 }
 
 // ResolvedGate is a gate that was answered or settled by its expiry.
@@ -343,6 +346,20 @@ type Entry struct {
 	// a step whose budget ran out ("total_timeout").
 	ClippedToMS int64  `json:"clipped_to_ms,omitempty"`
 	ExhaustedBy string `json:"exhausted_by,omitempty"`
+	// ToolCalls are the model's tool calls behind an agent step's answer
+	// when Realm's driver made them (run-record §3, agent-driver §10.4).
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ToolCall is one model tool call of an attempt: result is null when the
+// call failed, and error says why.
+type ToolCall struct {
+	ServerID   string `json:"server_id"`
+	Tool       string `json:"tool"`
+	Args       any    `json:"args"`
+	Result     any    `json:"result"`
+	DurationMS int64  `json:"duration_ms"`
+	Error      string `json:"error,omitempty"`
 }
 
 // IsTerminalPhase reports whether p is a terminal phase.

@@ -9,6 +9,7 @@ package realmv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -115,6 +116,94 @@ func (x *ModelUsage) GetOutputTokens() int64 {
 	return 0
 }
 
+// ToolCall is one tool call a model made while answering an agent step
+// (agent-driver §10.4): the server and tool it named, its arguments, the
+// result as the model was shown it (redacted), how long it took, and its
+// error when it failed (result then unset).
+type ToolCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	Tool          string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	Args          *structpb.Value        `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"`
+	Result        *structpb.Value        `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	DurationMs    int64                  `protobuf:"varint,5,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Error         string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCall) Reset() {
+	*x = ToolCall{}
+	mi := &file_realm_v1_drive_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCall) ProtoMessage() {}
+
+func (x *ToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_drive_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
+func (*ToolCall) Descriptor() ([]byte, []int) {
+	return file_realm_v1_drive_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ToolCall) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ToolCall) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ToolCall) GetArgs() *structpb.Value {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *ToolCall) GetResult() *structpb.Value {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *ToolCall) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *ToolCall) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // DriveFailure is what a drive that gave up records (the shape of a run
 // record's drive_failures entry).
 type DriveFailure struct {
@@ -134,13 +223,16 @@ type DriveFailure struct {
 	LastObservedStatus   *int32        `protobuf:"varint,10,opt,name=last_observed_status,json=lastObservedStatus,proto3,oneof" json:"last_observed_status,omitempty"`
 	RetryAfterObservedMs *int64        `protobuf:"varint,11,opt,name=retry_after_observed_ms,json=retryAfterObservedMs,proto3,oneof" json:"retry_after_observed_ms,omitempty"`
 	Usage                []*ModelUsage `protobuf:"bytes,12,rep,name=usage,proto3" json:"usage,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// code is the catalogue code of a failure that has one, such as
+	// MCP_TOOL_NOT_FOUND or MCP_CONNECTION_FAILED on a tool-calling step.
+	Code          string `protobuf:"bytes,13,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DriveFailure) Reset() {
 	*x = DriveFailure{}
-	mi := &file_realm_v1_drive_proto_msgTypes[1]
+	mi := &file_realm_v1_drive_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -152,7 +244,7 @@ func (x *DriveFailure) String() string {
 func (*DriveFailure) ProtoMessage() {}
 
 func (x *DriveFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_drive_proto_msgTypes[1]
+	mi := &file_realm_v1_drive_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -165,7 +257,7 @@ func (x *DriveFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriveFailure.ProtoReflect.Descriptor instead.
 func (*DriveFailure) Descriptor() ([]byte, []int) {
-	return file_realm_v1_drive_proto_rawDescGZIP(), []int{1}
+	return file_realm_v1_drive_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DriveFailure) GetAt() string {
@@ -252,11 +344,18 @@ func (x *DriveFailure) GetUsage() []*ModelUsage {
 	return nil
 }
 
+func (x *DriveFailure) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
 var File_realm_v1_drive_proto protoreflect.FileDescriptor
 
 const file_realm_v1_drive_proto_rawDesc = "" +
 	"\n" +
-	"\x14realm/v1/drive.proto\x12\brealm.v1\"\xdd\x03\n" +
+	"\x14realm/v1/drive.proto\x12\brealm.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xdd\x03\n" +
 	"\n" +
 	"ModelUsage\x12#\n" +
 	"\rrequest_index\x18\x01 \x01(\x05R\frequestIndex\x12#\n" +
@@ -270,7 +369,15 @@ const file_realm_v1_drive_proto_rawDesc = "" +
 	"\x16_uncached_input_tokensB\x1a\n" +
 	"\x18_cache_read_input_tokensB\x1e\n" +
 	"\x1c_cache_creation_input_tokensB\x10\n" +
-	"\x0e_output_tokens\"\xc1\x04\n" +
+	"\x0e_output_tokens\"\xce\x01\n" +
+	"\bToolCall\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12*\n" +
+	"\x04args\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x04args\x12.\n" +
+	"\x06result\x18\x04 \x01(\v2\x16.google.protobuf.ValueR\x06result\x12\x1f\n" +
+	"\vduration_ms\x18\x05 \x01(\x03R\n" +
+	"durationMs\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\xd5\x04\n" +
 	"\fDriveFailure\x12\x0e\n" +
 	"\x02at\x18\x01 \x01(\tR\x02at\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\tR\x04step\x12\x1a\n" +
@@ -286,7 +393,8 @@ const file_realm_v1_drive_proto_rawDesc = "" +
 	"\x14last_observed_status\x18\n" +
 	" \x01(\x05H\x02R\x12lastObservedStatus\x88\x01\x01\x12:\n" +
 	"\x17retry_after_observed_ms\x18\v \x01(\x03H\x03R\x14retryAfterObservedMs\x88\x01\x01\x12*\n" +
-	"\x05usage\x18\f \x03(\v2\x14.realm.v1.ModelUsageR\x05usageB\x1a\n" +
+	"\x05usage\x18\f \x03(\v2\x14.realm.v1.ModelUsageR\x05usage\x12\x12\n" +
+	"\x04code\x18\r \x01(\tR\x04codeB\x1a\n" +
 	"\x18_declared_per_attempt_msB\x15\n" +
 	"\x13_derived_ceiling_msB\x17\n" +
 	"\x15_last_observed_statusB\x1a\n" +
@@ -304,18 +412,22 @@ func file_realm_v1_drive_proto_rawDescGZIP() []byte {
 	return file_realm_v1_drive_proto_rawDescData
 }
 
-var file_realm_v1_drive_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_realm_v1_drive_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_realm_v1_drive_proto_goTypes = []any{
-	(*ModelUsage)(nil),   // 0: realm.v1.ModelUsage
-	(*DriveFailure)(nil), // 1: realm.v1.DriveFailure
+	(*ModelUsage)(nil),     // 0: realm.v1.ModelUsage
+	(*ToolCall)(nil),       // 1: realm.v1.ToolCall
+	(*DriveFailure)(nil),   // 2: realm.v1.DriveFailure
+	(*structpb.Value)(nil), // 3: google.protobuf.Value
 }
 var file_realm_v1_drive_proto_depIdxs = []int32{
-	0, // 0: realm.v1.DriveFailure.usage:type_name -> realm.v1.ModelUsage
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	3, // 0: realm.v1.ToolCall.args:type_name -> google.protobuf.Value
+	3, // 1: realm.v1.ToolCall.result:type_name -> google.protobuf.Value
+	0, // 2: realm.v1.DriveFailure.usage:type_name -> realm.v1.ModelUsage
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_drive_proto_init() }
@@ -324,14 +436,14 @@ func file_realm_v1_drive_proto_init() {
 		return
 	}
 	file_realm_v1_drive_proto_msgTypes[0].OneofWrappers = []any{}
-	file_realm_v1_drive_proto_msgTypes[1].OneofWrappers = []any{}
+	file_realm_v1_drive_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_realm_v1_drive_proto_rawDesc), len(file_realm_v1_drive_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

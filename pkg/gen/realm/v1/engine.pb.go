@@ -1676,8 +1676,12 @@ type ExecuteStepRequest struct {
 	// downgrade_reason?, caveats?}. Kept in the evidence's diagnostics; the
 	// structured_output_downgraded finding reads it.
 	StructuredOutput *structpb.Struct `protobuf:"bytes,9,opt,name=structured_output,json=structuredOutput,proto3" json:"structured_output,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// tool_calls are the tool calls the model made while reaching this
+	// answer, in order (agent-driver §10.4); kept as the evidence entry's
+	// tool_calls.
+	ToolCalls     []*ToolCall `protobuf:"bytes,10,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecuteStepRequest) Reset() {
@@ -1769,6 +1773,13 @@ func (x *ExecuteStepRequest) GetClaimToken() string {
 func (x *ExecuteStepRequest) GetStructuredOutput() *structpb.Struct {
 	if x != nil {
 		return x.StructuredOutput
+	}
+	return nil
+}
+
+func (x *ExecuteStepRequest) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
 	}
 	return nil
 }
@@ -5306,7 +5317,7 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"TraceEntry\x12\x14\n" +
 	"\x05event\x18\x01 \x01(\tR\x05event\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\tR\ttimestamp\x12+\n" +
-	"\x04data\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04data\"\x97\x03\n" +
+	"\x04data\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04data\"\xca\x03\n" +
 	"\x12ExecuteStepRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x12/\n" +
@@ -5317,7 +5328,10 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x05usage\x18\a \x03(\v2\x14.realm.v1.ModelUsageR\x05usage\x12$\n" +
 	"\vclaim_token\x18\b \x01(\tH\x00R\n" +
 	"claimToken\x88\x01\x01\x12D\n" +
-	"\x11structured_output\x18\t \x01(\v2\x17.google.protobuf.StructR\x10structuredOutputB\x0e\n" +
+	"\x11structured_output\x18\t \x01(\v2\x17.google.protobuf.StructR\x10structuredOutput\x121\n" +
+	"\n" +
+	"tool_calls\x18\n" +
+	" \x03(\v2\x12.realm.v1.ToolCallR\ttoolCallsB\x0e\n" +
 	"\f_claim_token\"<\n" +
 	"\x13ExecuteStepResponse\x12%\n" +
 	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\xaa\x02\n" +
@@ -5751,8 +5765,9 @@ var file_realm_v1_engine_proto_goTypes = []any{
 	(RunPhase)(0),                       // 81: realm.v1.RunPhase
 	(*NextAction)(nil),                  // 82: realm.v1.NextAction
 	(*ModelUsage)(nil),                  // 83: realm.v1.ModelUsage
-	(*structpb.Value)(nil),              // 84: google.protobuf.Value
-	(*DriveFailure)(nil),                // 85: realm.v1.DriveFailure
+	(*ToolCall)(nil),                    // 84: realm.v1.ToolCall
+	(*structpb.Value)(nil),              // 85: google.protobuf.Value
+	(*DriveFailure)(nil),                // 86: realm.v1.DriveFailure
 }
 var file_realm_v1_engine_proto_depIdxs = []int32{
 	74,  // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
@@ -5789,125 +5804,126 @@ var file_realm_v1_engine_proto_depIdxs = []int32{
 	79,  // 31: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
 	83,  // 32: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
 	77,  // 33: realm.v1.ExecuteStepRequest.structured_output:type_name -> google.protobuf.Struct
-	80,  // 34: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
-	79,  // 35: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
-	80,  // 36: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
-	79,  // 37: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 38: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
-	84,  // 39: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
-	76,  // 40: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
-	77,  // 41: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
-	76,  // 42: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
-	81,  // 43: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
-	31,  // 44: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
-	76,  // 45: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 46: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
-	77,  // 47: realm.v1.RunState.params:type_name -> google.protobuf.Struct
-	82,  // 48: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
-	77,  // 49: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
-	77,  // 50: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
-	77,  // 51: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
-	32,  // 52: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
-	80,  // 53: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
-	79,  // 54: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
-	81,  // 55: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
-	80,  // 56: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
-	23,  // 57: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
-	79,  // 58: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
-	37,  // 59: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
-	80,  // 60: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
-	81,  // 61: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
-	81,  // 62: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
-	76,  // 63: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 64: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	76,  // 65: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
-	76,  // 66: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
-	40,  // 67: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	79,  // 68: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 69: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	79,  // 70: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 71: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
-	0,   // 72: realm.v1.PurgeRunResponse.refusal:type_name -> realm.v1.PurgeRefusal
-	79,  // 73: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 74: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
-	79,  // 75: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
-	80,  // 76: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
-	76,  // 77: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
-	79,  // 78: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
-	80,  // 79: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
-	85,  // 80: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
-	79,  // 81: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
-	79,  // 82: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
-	81,  // 83: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
-	63,  // 84: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
-	64,  // 85: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
-	67,  // 86: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
-	70,  // 87: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
-	70,  // 88: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
-	70,  // 89: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
-	70,  // 90: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
-	70,  // 91: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
-	4,   // 92: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	6,   // 93: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	8,   // 94: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	12,  // 95: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	14,  // 96: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	16,  // 97: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	19,  // 98: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	24,  // 99: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	26,  // 100: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	28,  // 101: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	30,  // 102: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	34,  // 103: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	36,  // 104: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	39,  // 105: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	42,  // 106: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	44,  // 107: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	46,  // 108: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	48,  // 109: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	50,  // 110: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	52,  // 111: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
-	54,  // 112: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
-	56,  // 113: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
-	58,  // 114: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
-	60,  // 115: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
-	62,  // 116: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
-	66,  // 117: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
-	69,  // 118: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
-	72,  // 119: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
-	5,   // 120: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	7,   // 121: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	11,  // 122: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	13,  // 123: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	15,  // 124: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	17,  // 125: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	22,  // 126: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	25,  // 127: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	27,  // 128: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	29,  // 129: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	33,  // 130: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	35,  // 131: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	38,  // 132: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	41,  // 133: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	43,  // 134: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	45,  // 135: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	47,  // 136: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	49,  // 137: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	51,  // 138: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	53,  // 139: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
-	55,  // 140: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
-	57,  // 141: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
-	59,  // 142: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
-	61,  // 143: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
-	65,  // 144: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
-	68,  // 145: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
-	71,  // 146: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
-	73,  // 147: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
-	120, // [120:148] is the sub-list for method output_type
-	92,  // [92:120] is the sub-list for method input_type
-	92,  // [92:92] is the sub-list for extension type_name
-	92,  // [92:92] is the sub-list for extension extendee
-	0,   // [0:92] is the sub-list for field type_name
+	84,  // 34: realm.v1.ExecuteStepRequest.tool_calls:type_name -> realm.v1.ToolCall
+	80,  // 35: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
+	79,  // 36: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
+	80,  // 37: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
+	79,  // 38: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 39: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
+	85,  // 40: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
+	76,  // 41: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
+	77,  // 42: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
+	76,  // 43: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
+	81,  // 44: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
+	31,  // 45: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
+	76,  // 46: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 47: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
+	77,  // 48: realm.v1.RunState.params:type_name -> google.protobuf.Struct
+	82,  // 49: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
+	77,  // 50: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
+	77,  // 51: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
+	77,  // 52: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
+	32,  // 53: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
+	80,  // 54: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
+	79,  // 55: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
+	81,  // 56: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
+	80,  // 57: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
+	23,  // 58: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
+	79,  // 59: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
+	37,  // 60: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
+	80,  // 61: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
+	81,  // 62: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
+	81,  // 63: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
+	76,  // 64: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 65: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 66: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	76,  // 67: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	40,  // 68: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
+	79,  // 69: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 70: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	79,  // 71: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 72: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	0,   // 73: realm.v1.PurgeRunResponse.refusal:type_name -> realm.v1.PurgeRefusal
+	79,  // 74: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 75: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
+	79,  // 76: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
+	80,  // 77: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
+	76,  // 78: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
+	79,  // 79: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
+	80,  // 80: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
+	86,  // 81: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
+	79,  // 82: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
+	79,  // 83: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
+	81,  // 84: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
+	63,  // 85: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
+	64,  // 86: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
+	67,  // 87: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
+	70,  // 88: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
+	70,  // 89: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
+	70,  // 90: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
+	70,  // 91: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
+	70,  // 92: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
+	4,   // 93: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	6,   // 94: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	8,   // 95: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	12,  // 96: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	14,  // 97: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	16,  // 98: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	19,  // 99: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	24,  // 100: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	26,  // 101: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	28,  // 102: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	30,  // 103: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	34,  // 104: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	36,  // 105: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	39,  // 106: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	42,  // 107: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	44,  // 108: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	46,  // 109: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	48,  // 110: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	50,  // 111: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	52,  // 112: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
+	54,  // 113: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
+	56,  // 114: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
+	58,  // 115: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
+	60,  // 116: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
+	62,  // 117: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
+	66,  // 118: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
+	69,  // 119: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
+	72,  // 120: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
+	5,   // 121: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	7,   // 122: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	11,  // 123: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	13,  // 124: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	15,  // 125: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	17,  // 126: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	22,  // 127: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	25,  // 128: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	27,  // 129: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	29,  // 130: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	33,  // 131: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	35,  // 132: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	38,  // 133: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	41,  // 134: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	43,  // 135: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	45,  // 136: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	47,  // 137: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	49,  // 138: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	51,  // 139: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	53,  // 140: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
+	55,  // 141: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
+	57,  // 142: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
+	59,  // 143: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
+	61,  // 144: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
+	65,  // 145: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
+	68,  // 146: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
+	71,  // 147: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
+	73,  // 148: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
+	121, // [121:149] is the sub-list for method output_type
+	93,  // [93:121] is the sub-list for method input_type
+	93,  // [93:93] is the sub-list for extension type_name
+	93,  // [93:93] is the sub-list for extension extendee
+	0,   // [0:93] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
