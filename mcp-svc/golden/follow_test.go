@@ -90,6 +90,7 @@ func TestEveryExampleFinishesFollowingOnlyNextActions(t *testing.T) {
 		"lease-quotes":  {"text": "The rent is paid quarterly in advance."},
 		"support-reply": {"ticket": "I was charged twice."},
 		"github-issues": {"title": "Crash on start", "number": 42},
+		"invoice-notes": {"question": "What is the total of invoice 7?"},
 	}
 	eachBackend(t, func(t *testing.T, backend string) {
 		st := newStack(t, backend)
