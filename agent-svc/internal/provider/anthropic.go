@@ -67,16 +67,11 @@ func anthropicAPIError(err error) (statusError, bool) {
 }
 
 func (p *anthropicProvider) Call(ctx context.Context, req Request) (*Result, error) {
+	if req.Tools != nil {
+		return callWithTools(ctx, req, func(res *Result) toolWire { return p.toolWire(req, res) })
+	}
 	start := time.Now()
 	res := &Result{}
-	if req.Tools != nil {
-		out, err := toolLoop(ctx, req, p.toolWire(req, res), res)
-		if err != nil {
-			return nil, withUsage(err, res, start)
-		}
-		res.Output, res.Elapsed = out, time.Since(start)
-		return res, nil
-	}
 	hasSchema := len(req.Schema) > 0
 	strict := req.Strict && hasSchema
 	system := SystemPrompt(req.Profile, req.Schema, hasSchema)

@@ -75,16 +75,11 @@ const (
 )
 
 func (p *openaiProvider) Call(ctx context.Context, req Request) (*Result, error) {
+	if req.Tools != nil {
+		return callWithTools(ctx, req, func(res *Result) toolWire { return p.toolWire(req, res) })
+	}
 	start := time.Now()
 	res := &Result{}
-	if req.Tools != nil {
-		out, err := toolLoop(ctx, req, p.toolWire(req, res), res)
-		if err != nil {
-			return nil, withUsage(err, res, start)
-		}
-		res.Output, res.Elapsed = out, time.Since(start)
-		return res, nil
-	}
 	system := SystemPrompt(req.Profile, req.Schema, false)
 	f := formatJSONObject
 	switch {

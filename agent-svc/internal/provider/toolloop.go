@@ -160,6 +160,19 @@ type toolWire interface {
 // the cost of one call; when the budget is spent the model is asked for
 // its final answer with no tool, which is returned even if it does not fit
 // the schema.
+// callWithTools is a provider's Call for a step with tools: the loop over
+// the provider's wire format, with what it spent on the result.
+func callWithTools(ctx context.Context, req Request, wire func(*Result) toolWire) (*Result, error) {
+	start := time.Now()
+	res := &Result{}
+	out, err := toolLoop(ctx, req, wire(res), res)
+	if err != nil {
+		return nil, withUsage(err, res, start)
+	}
+	res.Output, res.Elapsed = out, time.Since(start)
+	return res, nil
+}
+
 func toolLoop(ctx context.Context, req Request, w toolWire, res *Result) (map[string]any, error) {
 	limit := req.MaxToolCalls
 	if limit <= 0 {
