@@ -13,7 +13,7 @@ import (
 // in example-runner, is tested there).
 func TestExamplesFixturesPass(t *testing.T) {
 	t.Parallel()
-	for _, wf := range []string{"refund", "support-reply", "triage", "lease-quotes"} {
+	for _, wf := range []string{"refund", "support-reply", "triage", "lease-quotes", "invoice-notes"} {
 		t.Run(wf, func(t *testing.T) {
 			t.Parallel()
 			results := Run(t, filepath.Join("..", "..", "examples", wf+".yaml"), filepath.Join("..", "..", "examples", "fixtures", wf), Options{})
