@@ -201,6 +201,7 @@ type slotHolder struct {
 	held   func(delta int) // metrics and Track: +1 when taken, -1 when given back
 
 	slot   *limit.Slot
+	once   bool // a slot was held before: the drive is under way
 	ctx    context.Context
 	cancel context.CancelFunc
 	watch  chan struct{} // closed when the watcher of slot.Lost ends
@@ -216,11 +217,15 @@ func (h *slotHolder) Hold(ctx context.Context) (context.Context, error) {
 			return h.ctx, nil
 		}
 	}
-	s, err := h.lim.Acquire(ctx, h.queued)
+	acquire := h.lim.Acquire
+	if h.once {
+		acquire = h.reacquire
+	}
+	s, err := acquire(ctx, h.queued)
 	if err != nil {
 		return nil, err
 	}
-	h.slot = s
+	h.slot, h.once = s, true
 	h.ctx, h.cancel = context.WithCancel(ctx)
 	h.watch = make(chan struct{})
 	go func(c context.Context, cancel context.CancelFunc, done chan struct{}) {
@@ -233,6 +238,27 @@ func (h *slotHolder) Hold(ctx context.Context) (context.Context, error) {
 	}(h.ctx, h.cancel, h.watch)
 	h.held(1)
 	return h.ctx, nil
+}
+
+// reacquire takes a slot again in the middle of a drive. A limiter whose
+// store does not answer (a Redis restart or failover, a reply past its
+// timeout) is waited out with backoff until ctx ends: the run is open and
+// its next model call is owed, so a blip must not end the drive. (The
+// first slot is taken without this: a drive that cannot start says so.)
+func (h *slotHolder) reacquire(ctx context.Context, queued func(int)) (*limit.Slot, error) {
+	wait := 100 * time.Millisecond
+	for {
+		s, err := h.lim.Acquire(ctx, queued)
+		if err == nil || ctx.Err() != nil {
+			return s, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
 }
 
 // Park implements drive.Slot.
