@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
@@ -133,12 +132,9 @@ func (t *txn) advanceReply(command string, req *realmv1.AdvanceRunRequest, out a
 	case !t.hasChained && t.run.PendingGate != nil:
 		g := t.run.PendingGate
 		waits := ""
-		var deps []string
-		for _, child := range t.def.parents[g.StepName] {
-			if t.run.StateOf(child) == record.StatePending {
-				deps = append(deps, child)
-			}
-		}
+		// The steps get_run_state lists as waiting_on_answer: one
+		// computation for both.
+		deps := t.waitingOnAnswer()
 		switch len(deps) {
 		case 0:
 		case 1:

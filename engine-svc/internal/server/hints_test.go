@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -10,14 +11,27 @@ import (
 func TestAdvanceAtAnOpenQuestionNamesItAndWhatWaits(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
-		e.register(t, readFile(t, "testdata/support.yaml"))
-		run := start(t, e, "support", nil).GetRunId()
+		// 'note' is ready by what it depends on (nothing) and held by the
+		// open question; 'send' depends on the gated step itself, so it
+		// does not wait for the answer: it waits for the step (seed 001,
+		// waiting_on_answer). The hint names exactly what the field lists.
+		wf := string(readFile(t, "testdata/support.yaml")) +
+			"  note:\n    description: Note the ticket.\n    execution: agent\n    input_schema: { type: object }\n"
+		e.register(t, []byte(strings.Replace(wf, "id: support", "id: support_note", 1)))
+		run := start(t, e, "support_note", nil).GetRunId()
 		step(t, e, run, "draft", map[string]any{"reply": "Hi."})
 		r := advance(t, e, run)
-		want := fmt.Sprintf("Run '%s': nothing ran. Waiting on the question on step 'draft' (choices: send, discard) — answer it with submit_human_response; 'send' waits for its answer.", run)
+		want := fmt.Sprintf("Run '%s': nothing ran. Waiting on the question on step 'draft' (choices: send, discard) — answer it with submit_human_response; 'note' waits for its answer.", run)
 		if r.GetContextHint() != want || r.GetNextActions()[0].GetInstruction().GetTool() != "submit_human_response" ||
 			r.GetNextActions()[0].GetInstruction().GetParams().AsMap()["claim_token"] != nil {
 			t.Errorf("advance = %v", r)
+		}
+		s, err := e.client.GetRunState(ctx(t), &realmv1.GetRunStateRequest{RunId: run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := fmt.Sprint(s.GetState().GetExtra().AsMap()["waiting_on_answer"]); w != "[note]" {
+			t.Errorf("get_run_state's waiting_on_answer = %s, want [note]", w)
 		}
 	})
 }
