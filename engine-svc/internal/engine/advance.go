@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
@@ -121,6 +122,12 @@ func (t *txn) advanceReply(command string, req *realmv1.AdvanceRunRequest, out a
 		}
 	case t.endedBy != nil:
 		r.ContextHint = t.guardSentence()
+		if t.endedBy.arm == record.ArmGuardResolutionError {
+			// The way back in, as an answer's reply gives it (seed 000).
+			if tail := t.terminalTail(); tail != "" {
+				r.ContextHint += " " + tail
+			}
+		}
 	case len(t.blocked) > 0 && !t.hasChained:
 		s := t.blocked[0]
 		r.Status = realmv1.ReplyStatus_REPLY_STATUS_ERROR

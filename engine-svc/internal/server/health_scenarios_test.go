@@ -584,9 +584,13 @@ func TestGuardAwaitingSettlementOnlyForABatchCreatedRun(t *testing.T) {
 
 		// advance_run decides it. (A guard cannot read run.params, so this
 		// one ends the run with a resolution error: decided all the same.)
-		advance(t, e, run)
+		adv := advance(t, e, run)
 		if s := state(t, e, run); s.GetSealedByStep() != "limit" || !s.GetTerminalState() {
 			t.Errorf("after advance: %v %v", s.GetSealedByArm(), s.GetSealedByStep())
+		}
+		// Its hint ends with the way back in, as an answer's reply does.
+		if want := "To make the failed step runnable again: realm run resume " + run + " --from limit"; !strings.HasSuffix(adv.GetContextHint(), want) {
+			t.Errorf("advance's hint = %q, want it to end with %q", adv.GetContextHint(), want)
 		}
 
 		// start_run decides such a guard itself: its run never has it.
