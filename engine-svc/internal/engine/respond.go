@@ -263,6 +263,13 @@ func (t *txn) repeatReply(prior *record.ResolvedGate, gateID, choice string, tok
 	}
 	t.refuse(r, errcode.StateBlocked, msg)
 	r.AgentAction = realmv1.AgentAction_AGENT_ACTION_REPORT_TO_USER
+	// The choice recorded first; resolved_by only when the expiry chose it
+	// (a person's answer has no resolved_by).
+	details := map[string]any{"runId": t.run.ID, "gateId": gateID, "winning_choice": prior.Choice}
+	if prior.ResolvedBy == "timeout" {
+		details["resolved_by"] = "timeout"
+	}
+	r.ErrorDetails = toStruct(details)
 	if !t.run.Terminal() {
 		if next := t.whatNext(v); next != "" && next != "No step is ready." {
 			r.ContextHint = msg + " " + next

@@ -106,6 +106,10 @@ func TestGateOpensAnswersAndOwesTheNextAutoStep(t *testing.T) {
 			other.GetErrors()[0] != fmt.Sprintf("Gate '%s' was already resolved with choice 'send' — your choice 'discard' was not recorded.", g.GetGateId()) {
 			t.Errorf("other choice = %v", other)
 		}
+		// The choice recorded first, and no resolved_by: a person answered.
+		if d := other.GetErrorDetails().AsMap(); d["winning_choice"] != "send" || d["gateId"] != g.GetGateId() || d["runId"] != run || d["resolved_by"] != nil {
+			t.Errorf("conflicting answer's error_details = %v", d)
+		}
 
 		adv := advance(t, e, run)
 		if adv.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_COMPLETED || len(adv.GetChainedAutoSteps()) != 1 || adv.GetChainedAutoSteps()[0].GetStep() != "send" {
