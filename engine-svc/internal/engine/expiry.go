@@ -99,6 +99,9 @@ func (t *txn) enactExpiry(via string) *expiry {
 			token = &c.Token
 		}
 		rg := &record.ResolvedGate{Step: g.StepName, Choice: g.DefaultChoice, ResolvedBy: "timeout", ExpiredAt: g.ExpiresAt, EnactedVia: via}
+		if c := t.run.Claims[g.StepName]; c != nil {
+			rg.Token, rg.OpenedBy, rg.OpenedSince = c.Token, c.Holder, c.Since
+		}
 		t.run.ResolvedGates[g.GateID] = rg
 		if st := t.stepOf(g.StepName); st != nil && st.GatedBefore() {
 			t.settleBefore(st, g, g.DefaultChoice, rg)

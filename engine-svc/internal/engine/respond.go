@@ -173,7 +173,7 @@ func (t *txn) respond(req *realmv1.SubmitHumanResponseRequest) responded {
 	}
 	rg := &record.ResolvedGate{Step: step, Choice: choice}
 	if claim != nil {
-		rg.Token = claim.Token
+		rg.Token, rg.OpenedBy, rg.OpenedSince = claim.Token, claim.Holder, claim.Since
 	}
 	t.run.ResolvedGates[gateID] = rg
 	t.run.PendingGate = nil
@@ -250,7 +250,13 @@ func (t *txn) repeatReply(prior *record.ResolvedGate, gateID, choice string, tok
 		if prior.ResolvedBy == "timeout" {
 			cause = "expired"
 		}
-		r.GateClaim = &realmv1.GateClaim{Proof: "spent", Cause: cause, OpenedBy: &realmv1.Holder{AbsentCause: "no_claim"}}
+		opener := &realmv1.Holder{AbsentCause: "no_claim"}
+		if prior.Token != "" {
+			// The question's claim is gone, but its resolution keeps who
+			// held it: the program that opened the question.
+			opener = openedBy(&record.Claim{Token: prior.Token, Holder: prior.OpenedBy, Since: prior.OpenedSince})
+		}
+		r.GateClaim = &realmv1.GateClaim{Proof: "spent", Cause: cause, OpenedBy: opener}
 		if w := proofWarning("spent", cause, token != nil); w != "" {
 			r.Warnings = append(r.Warnings, w)
 		}

@@ -274,6 +274,10 @@ type ResolvedGate struct {
 	// ApprovesWork: the question came before the step's work (gate.before)
 	// and its answer lets the work run.
 	ApprovesWork bool `json:"approves_work,omitempty"`
+	// OpenedBy and OpenedSince are the question's claim holder and since
+	// when it held it: who opened the question, named to a replayed answer.
+	OpenedBy    *Holder `json:"opened_by,omitempty"`
+	OpenedSince string  `json:"opened_since,omitempty"`
 }
 
 // Seal is the machine-readable ending of a run.

@@ -101,6 +101,13 @@ func TestGateOpensAnswersAndOwesTheNextAutoStep(t *testing.T) {
 			same.GetContextHint() != fmt.Sprintf("Gate '%s' was already resolved with choice 'send' — no action was taken.", g.GetGateId()) {
 			t.Errorf("repeat = %v", same)
 		}
+		// Replayed with the question's claim token: spent by the answer, and
+		// opened by the program that opened the question (not no_claim).
+		replay := respond(t, e, run, g.GetGateId(), "send", &token)
+		if gc := replay.GetGateClaim(); gc.GetProof() != "spent" || gc.GetCause() != "answered" ||
+			gc.GetOpenedBy().GetBy() != "ops@server-1" || gc.GetOpenedBy().GetChannel() != "mcp-stdio" || gc.GetOpenedBy().GetAbsentCause() != "" {
+			t.Errorf("replayed answer's gate_claim = %v", gc)
+		}
 		other := respond(t, e, run, g.GetGateId(), "discard", nil)
 		if other.GetErrorCode() != "STATE_BLOCKED" ||
 			other.GetErrors()[0] != fmt.Sprintf("Gate '%s' was already resolved with choice 'send' — your choice 'discard' was not recorded.", g.GetGateId()) {
