@@ -118,8 +118,13 @@ func (t *txn) respond(req *realmv1.SubmitHumanResponseRequest) responded {
 	if req.GetCaller().GetChannel() == realmv1.Channel_CHANNEL_RUN {
 		via = "respond" // the CLI's word for the act (cli spec §4.1)
 	}
-	if x := t.enactExpiry(via); x != nil && x.gateID == gateID {
-		return responded{kind: respLate, expired: x, enactedHere: true, choice: choice, claim: claimBefore}
+	// Only an answer to the expired question itself carries its expiry
+	// out; a call naming another gate is refused and told to call
+	// advance_run (seed 000's refusal table).
+	if g := t.run.PendingGate; g != nil && g.GateID == gateID {
+		if x := t.enactExpiry(via); x != nil && x.gateID == gateID {
+			return responded{kind: respLate, expired: x, enactedHere: true, choice: choice, claim: claimBefore}
+		}
 	}
 	if prior := t.run.ResolvedGates[gateID]; prior != nil {
 		if prior.ResolvedBy == "timeout" {

@@ -223,3 +223,22 @@ func TestAnswerRacingTheSweeperHasOneOutcome(t *testing.T) {
 		}
 	})
 }
+
+// An answer naming another gate while the open question's time is up is
+// refused without carrying the expiry out; it points at advance_run.
+func TestAnAnswerToAnotherGateDoesNotCarryOutTheExpiry(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		run, gate := openExpiring(t, e, "expiring", 15*time.Second)
+		r := respond(t, e, run, "not-this-gate", "ship", nil)
+		wantHint := fmt.Sprintf("Gate 'not-this-gate' is not the open gate and matches no committed resolution. The question on step 'approve' (gate '%s') can no longer be answered: its time is up — call advance_run to carry out its declared settle_default.", gate)
+		if r.GetErrorCode() != "STATE_BLOCKED" || r.GetContextHint() != wantHint || len(r.GetNextActions()) != 1 ||
+			r.GetNextActions()[0].GetInstruction().GetTool() != "advance_run" {
+			t.Fatalf("refusal = %v", r)
+		}
+		s := state(t, e, run)
+		if s.GetPendingGate().GetGateId() != gate || s.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_GATE_WAITING || len(s.GetCompletedSteps()) != 0 {
+			t.Errorf("the refusal carried the expiry out: %v", s)
+		}
+	})
+}
