@@ -79,6 +79,18 @@ func (t *txn) blockedReply(command string, u *uncallable) *realmv1.Reply {
 	r.Status = realmv1.ReplyStatus_REPLY_STATUS_BLOCKED
 	r.NextActions = t.nextActions(v)
 	r.ContextHint = fmt.Sprintf("Step '%s' cannot be called now: %s.", command, u.clause())
+	if u.kind == callDepCannotRun {
+		// Why the dependency cannot run, then what the run can still do,
+		// or the way out (as cannot-run refusals give it).
+		r.ContextHint += " " + u.dep.sentence()
+		if len(v.agents) == 0 && len(v.owed) == 0 {
+			r.ContextHint += " Correct the workflow and register it again, then call advance_run; or end the run with abandon_run."
+		} else {
+			r.ContextHint += " " + t.whatNext(v)
+		}
+		t.blockedFields(r, v)
+		return r
+	}
 	if next := t.whatNext(v); next != "" && next != "No step is ready." {
 		r.ContextHint += " " + next
 	}

@@ -204,7 +204,32 @@ func (t *txn) notCallable(s *workflow.Step) *uncallable {
 				open = append(open, t.stepOf(d))
 			}
 		}
+		// A dependency that is ready but refused before its claim will
+		// not settle by waiting: a reason of its own (seed 000).
+		for _, d := range open {
+			if c := t.depCannotRun(d); c != nil {
+				return &uncallable{kind: callDepCannotRun, open: []*workflow.Step{d}, dep: c}
+			}
+		}
 		return &uncallable{kind: callWaiting, open: open}
+	}
+	return nil
+}
+
+// depCannotRun is why d, pending and ready by what it depends on, is
+// refused before its claim; nil when it is not.
+func (t *txn) depCannotRun(d *workflow.Step) *cannotRun {
+	if d == nil || t.run.StateOf(d.Name) != record.StatePending {
+		return nil
+	}
+	if r, _ := t.evaluate(d); r != ready {
+		return nil
+	}
+	if d.Execution == workflow.KindAuto {
+		return t.runnableHere(d)
+	}
+	if d.Execution == workflow.KindAgent {
+		return t.refusedBeforeClaim(d)
 	}
 	return nil
 }

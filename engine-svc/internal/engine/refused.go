@@ -56,6 +56,7 @@ const (
 	callFinalizer                           // a finalizer is never called
 	callWaitsQuestion                       // another step's question is open
 	callWaiting                             // its dependencies have not settled
+	callDepCannotRun                        // a dependency is refused before its claim
 	callClaimGone                           // the claim_token given is no longer its claim
 	callRunEnded                            // the run has ended (claim_step)
 	callNotInWorkflow                       // no such step (claim_step)
@@ -70,8 +71,10 @@ type uncallable struct {
 	// callWaitsQuestion).
 	choices  []string
 	gateStep string
-	// open are the unsettled dependencies (callWaiting).
+	// open are the unsettled dependencies (callWaiting), or the one that
+	// cannot run (callDepCannotRun, with dep its refusal).
 	open []*workflow.Step
+	dep  *cannotRun
 	// runID, phase, step and workflowID name what claim_step's refusals
 	// are about.
 	runID, phase, step, workflowID string
@@ -110,6 +113,8 @@ func (u *uncallable) clause() string {
 		return fmt.Sprintf("its question is open (choices: %s) — answer it with submit_human_response", joinComma(u.choices))
 	case callWaiting:
 		return "its dependencies are not settled: " + names(u.open)
+	case callDepCannotRun:
+		return fmt.Sprintf("a step it depends on cannot run ('%s')", u.open[0].Name)
 	case callClaimGone:
 		return "the claim this call held on it was removed by another process (its claim_token is no longer the step's claim)"
 	case callRunEnded:

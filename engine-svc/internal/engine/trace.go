@@ -162,7 +162,7 @@ func (t *txn) appendTrace(step, nonce string, entries []*realmv1.TraceEntry) tra
 		return out
 	}
 	// A step still waiting on its dependencies may gather a trace.
-	if u := t.notCallable(s); u != nil && u.kind != callWaiting {
+	if u := t.notCallable(s); u != nil && u.kind != callWaiting && u.kind != callDepCannotRun {
 		out.kind, out.uncallable = traceUncallable, u
 		return out
 	}

@@ -48,3 +48,26 @@ func TestStepsRefusedForTheirInputGiveEachStepsWayOut(t *testing.T) {
 		}
 	})
 }
+
+// A step called by name whose dependency is refused before its claim is
+// told so, as a reason of its own (seed 000), not "not settled".
+func TestAStepWhoseDependencyCannotRunSaysSo(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		yaml := "id: dep_refused\nname: Dep\nversion: 1\nsteps:\n  intake:\n    description: Take the order.\n    execution: auto\n    input_schema:\n      type: object\n      required: [order]\n      properties:\n        order: { type: string }\n" +
+			"  reply:\n    description: Reply.\n    execution: agent\n    depends_on: [intake]\n    input_schema: { type: object }\n"
+		if r := e.register(t, []byte(yaml)); !r.GetRegistered() {
+			t.Fatal(r.GetReport().GetText())
+		}
+		run := start(t, e, "dep_refused", map[string]any{"other": 1}).GetRunId()
+		resp, err := e.client.ExecuteStep(ctx(t), &realmv1.ExecuteStepRequest{RunId: run, Command: "reply", Params: params(t, map[string]any{})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := resp.GetReply()
+		want := "Step 'reply' cannot be called now: a step it depends on cannot run ('intake'). 'intake' cannot run (input_schema): must have required property 'order'. Correct the workflow and register it again, then call advance_run; or end the run with abandon_run."
+		if r.GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_BLOCKED || r.GetContextHint() != want {
+			t.Errorf("reply = %q (%v)", r.GetContextHint(), r.GetStatus())
+		}
+	})
+}
