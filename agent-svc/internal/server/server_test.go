@@ -561,3 +561,54 @@ func TestDrivesAtOnceNeverExceedTheGlobalLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestPromptCacheMarksTheStablePrefixAndTheCountersReachIncludeSteps: with
+// --prompt-cache every Anthropic request marks its system message (the
+// stable prefix) ephemeral, and the cache counters the provider reports —
+// written by the first step's request, read by the second's — reach
+// get_run_state include_steps as each attempt's cost, with the state
+// they imply.
+func TestPromptCacheMarksTheStablePrefixAndTheCountersReachIncludeSteps(t *testing.T) {
+	t.Parallel()
+	eng := startEngine(t)
+	st := newStub(t, "anthropic", func(n int, r wireRequest) answer {
+		a := triageAnswers(n, r)
+		a.usage = map[string]any{"input_tokens": 40, "output_tokens": 7, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 300}
+		if n > 1 {
+			a.usage = map[string]any{"input_tokens": 40, "output_tokens": 7, "cache_read_input_tokens": 300, "cache_creation_input_tokens": 0}
+		}
+		return a
+	})
+	agent := startAgent(t, server.Config{Engine: eng, Services: anthropicAt(st.URL())})
+	o := opts("anthropic", "m")
+	o.PromptCache = true
+	run := completed(t, drive(t, agent, &realmv1.DriveRunRequest{WorkflowId: "triage", Params: params(t, map[string]any{"ticket": 7}), Options: o}, nil))
+	for i, r := range st.seen() {
+		sys, _ := r.Body["system"].([]any)
+		if len(sys) == 0 || fmt.Sprint(sys[0].(map[string]any)["cache_control"]) != "map[type:ephemeral]" {
+			t.Errorf("request %d: system = %v, want its first block marked ephemeral", i, r.Body["system"])
+		}
+	}
+	sr, err := eng.GetRunState(ctx(t), &realmv1.GetRunStateRequest{RunId: run, IncludeSteps: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := sr.GetState().GetExtra().AsMap()["steps"].(map[string]any)
+	costOf := func(step string) map[string]any {
+		c, _ := steps[step].(map[string]any)["attempts"].([]any)[0].(map[string]any)["cost"].(map[string]any)
+		return c
+	}
+	for _, tt := range []struct{ step, state, field, absent string }{
+		{"classify", "write_only", "cache_write", "cache_read"},
+		{"draft", "engaged", "cache_read", "cache_write"},
+	} {
+		c := costOf(tt.step)
+		if c["state"] != tt.state || c["basis"] != "provider_reported" ||
+			fmt.Sprint(c[tt.field]) != "map[of:1 only_request_index:0 reported:1 value:300]" ||
+			fmt.Sprint(c[tt.absent]) != "map[of:1 only_request_index:0 reported:1 value:0]" ||
+			fmt.Sprint(c["prompt"]) != "map[of:1 only_request_index:0 reported:1 value:340]" ||
+			fmt.Sprint(c["uncached_input"]) != "map[of:1 only_request_index:0 reported:1 value:40]" {
+			t.Errorf("%s cost = %v", tt.step, c)
+		}
+	}
+}

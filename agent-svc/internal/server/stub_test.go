@@ -25,6 +25,9 @@ type answer struct {
 	status  int
 	headers map[string]string
 	output  map[string]any
+	// usage, when set, is the Anthropic usage block reported instead of
+	// the default (40 in, 7 out, nothing cached).
+	usage map[string]any
 }
 
 // stub is a model service on 127.0.0.1 speaking the Anthropic Messages or
@@ -125,11 +128,15 @@ func newStubHolding(t *testing.T, kind string, decide func(n int, r wireRequest)
 		}
 		out, _ := json.Marshal(a.output)
 		if kind == "anthropic" {
+			usage := a.usage
+			if usage == nil {
+				usage = map[string]any{"input_tokens": 40, "output_tokens": 7, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+			}
 			_ = json.NewEncoder(w).Encode(map[string]any{
 				"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
 				"content":     []any{map[string]any{"type": "tool_use", "id": "toolu_1", "name": "__realm_submit__", "input": json.RawMessage(out)}},
 				"stop_reason": "tool_use", "stop_sequence": nil,
-				"usage": map[string]any{"input_tokens": 40, "output_tokens": 7, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+				"usage": usage,
 			})
 			return
 		}
