@@ -179,8 +179,9 @@ func run(log *slog.Logger) error {
 		httpClient = &http.Client{Transport: tracing.Transport(nil)}
 	}
 	svc := server.New(server.Config{
-		Metrics: mreg,
-		Engine:  realmv1.NewEngineServiceClient(conn),
+		Metrics:  mreg,
+		Engine:   realmv1.NewEngineServiceClient(conn),
+		Registry: realmv1.NewRegistryServiceClient(conn),
 		Services: provider.Services{
 			Anthropic: provider.Config{APIKey: strings.TrimSpace(os.Getenv("ANTHROPIC_API_KEY")), BaseURL: strings.TrimSpace(os.Getenv("ANTHROPIC_BASE_URL")), HTTPClient: httpClient},
 			OpenAI:    provider.Config{APIKey: strings.TrimSpace(os.Getenv("OPENAI_API_KEY")), BaseURL: strings.TrimSpace(os.Getenv("OPENAI_BASE_URL")), HTTPClient: httpClient},

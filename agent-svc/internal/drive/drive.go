@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,9 @@ type Options struct {
 	Now func() time.Time
 	// Warnings are printed (stderr) before the drive's header.
 	Warnings []string
+	// Registry, when set, is read as a new run starts for the handlers
+	// and adapters no live runner offers (capabilityWarnings).
+	Registry realmv1.RegistryServiceClient
 	// Environ is the environment '${NAME}' in mcp_servers is expanded
 	// from and redaction hides (NAME=value entries; nil: the process's).
 	Environ []string
@@ -302,9 +306,13 @@ func (d *driver) open(ctx context.Context, req *realmv1.DriveRunRequest) error {
 	if err != nil {
 		return err
 	}
+	warnings := d.o.Warnings
+	if req.GetRunId() == "" {
+		warnings = append(slices.Clip(warnings), d.capabilityWarnings(ctx)...)
+	}
 	return d.send(&realmv1.DriveEvent{Kind: realmv1.DriveEventKind_DRIVE_EVENT_KIND_STARTED,
 		WorkflowId: workflowID, WorkflowName: name, WorkflowVersion: version,
-		Lines: append(stderr(d.o.Warnings...), stdout("", fmt.Sprintf("Realm Agent — %s v%s", name, strconv.FormatFloat(version, 'f', -1, 64)), "Run ID: "+d.runID, "")...)})
+		Lines: append(stderr(warnings...), stdout("", fmt.Sprintf("Realm Agent — %s v%s", name, strconv.FormatFloat(version, 'f', -1, 64)), "Run ID: "+d.runID, "")...)})
 }
 
 // learn reads the workflow's steps (kind, description, agent profile)

@@ -121,16 +121,28 @@ func TestGateTextIsTheDisplayTemplateAndPromptsCarryWorkflowContext(t *testing.T
 	}
 }
 
-// An auto step whose handler no live runner serves stops the drive with
-// §15's line; the run is not failed.
+// An auto step whose handler no live runner serves is warned of as the
+// new run starts (§4; the built-in check_quotes is always offered), and
+// stops the drive with §15's line when reached; the run is not failed.
 func TestCapabilityBlockStopsTheDriveWithTheSpecsLine(t *testing.T) {
 	t.Parallel()
-	eng := startEngine(t)
+	addr, eng := startEngineAt(t)
 	st := newStub(t, "anthropic", func(int, wireRequest) answer { return answer{output: map[string]any{}} })
-	agent := startAgent(t, server.Config{Engine: eng, Services: anthropicAt(st.URL())})
-	src := &realmv1.WorkflowSource{Yaml: []byte("id: filing\nname: Filing\nversion: 1\nsteps:\n  file:\n    description: File it.\n    execution: auto\n    handler: file_ticket\n"), Path: "filing.yaml"}
+	agent := startAgent(t, server.Config{Engine: eng, Registry: realmv1.NewRegistryServiceClient(dial(t, addr)), Services: anthropicAt(st.URL())})
+	src := &realmv1.WorkflowSource{Yaml: []byte("id: filing\nname: Filing\nversion: 1\nsteps:\n  file:\n    description: File it.\n    execution: auto\n    handler: file_ticket\n" +
+		"  quotes:\n    description: Check quotes.\n    execution: auto\n    handler: check_quotes\n    depends_on: [file]\n"), Path: "filing.yaml"}
 	evs := drive(t, agent, &realmv1.DriveRunRequest{WorkflowSource: src, Options: opts("anthropic", "test-model")}, nil)
 	end := last(evs)
+	var started []string
+	for _, l := range evs[0].GetLines() {
+		if l.GetStream() == realmv1.DriveStream_DRIVE_STREAM_STDERR {
+			started = append(started, l.GetText())
+		}
+	}
+	warning := "⚠ Step 'file' needs handler 'file_ticket', which no live runner offers: the run goes on, and the step will be blocked when it is reached unless a runner with handler 'file_ticket' registers first."
+	if evs[0].GetKind() != realmv1.DriveEventKind_DRIVE_EVENT_KIND_STARTED || len(started) != 1 || started[0] != warning {
+		t.Errorf("the start's warnings = %q, want only\n%s", started, warning)
+	}
 	want := "⚠ Step 'file' is blocked: handler 'file_ticket' is not registered in this runner. The run is NOT failed — add handler 'file_ticket' and re-attach (`realm agent --run-id " +
 		end.GetRunId() + " --provider anthropic --model test-model`)."
 	if !strings.Contains(texts(evs), want) {

@@ -21,7 +21,10 @@ import (
 
 // Config is what the service needs.
 type Config struct {
-	Engine   realmv1.EngineServiceClient
+	Engine realmv1.EngineServiceClient
+	// Registry, when set, warns a new run's drive of the handlers and
+	// adapters no live runner offers (engine-svc's RegistryService).
+	Registry realmv1.RegistryServiceClient
 	Services provider.Services
 	Limiter  limit.Limiter
 	// GatePoll and InFlightWait tune the drive's waits (0: defaults).
@@ -177,7 +180,7 @@ func (s *Server) drive(ctx context.Context, req *realmv1.DriveRunRequest, durabl
 	return drive.Run(ctx, s.c.Engine, req, drive.Options{
 		Provider: p, Model: o.GetModel(), SchemaRetries: retries, PerAttempt: per,
 		PromptCache: o.GetPromptCache(), MintWriterNonce: o.GetMintWriterNonce(),
-		GatePoll: s.c.GatePoll, InFlightWait: s.c.InFlightWait, Caller: req.GetCaller(), Warnings: warnings, Slot: slot,
+		GatePoll: s.c.GatePoll, InFlightWait: s.c.InFlightWait, Caller: req.GetCaller(), Warnings: warnings, Registry: s.c.Registry, Slot: slot,
 		Durable: durable, Environ: s.c.Environ, ToolEnv: s.c.ToolEnv,
 		Flags: drive.Flags{Provider: o.GetProvider(), Model: o.GetModel(), BaseURL: o.GetBaseUrl(), StrictBaseURL: o.GetStrictBaseUrl(),
 			SchemaRetries: retries, LLMTimeoutSeconds: int(o.GetLlmTimeoutSeconds()), PromptCache: o.GetPromptCache(), MintWriterNonce: o.GetMintWriterNonce()},

@@ -31,6 +31,8 @@ func Policy() mtls.Policy {
 		"/realm.v1.RegistryService/Register":   {mtls.RoleRunner, mtls.RoleOperator},
 		"/realm.v1.RegistryService/Renew":      {mtls.RoleRunner, mtls.RoleOperator},
 		"/realm.v1.RegistryService/Deregister": {mtls.RoleRunner, mtls.RoleOperator},
+		// agent-svc warns a new run of a handler no runner offers.
+		"/realm.v1.RegistryService/ListCapabilities": {mtls.RoleFrontDoor, mtls.RoleOperator},
 	}
 	for _, m := range frontDoor {
 		rules["/realm.v1.EngineService/"+m] = []mtls.Role{mtls.RoleFrontDoor, mtls.RoleOperator}
@@ -41,7 +43,7 @@ func Policy() mtls.Policy {
 		Open:    []string{"/grpc.health.v1.Health/"},
 		Describe: map[mtls.Role]string{
 			mtls.RoleRunner:    "may call only the capability registry (RegistryService.Register, Renew and Deregister)",
-			mtls.RoleFrontDoor: "may call only the run acts (start, execute, respond, advance, state, abandon, trace, list, inspect, export, register and create workflows)",
+			mtls.RoleFrontDoor: "may call only the run acts (start, execute, respond, advance, state, abandon, trace, list, inspect, export, register and create workflows) and the capability list",
 			mtls.RoleEngine:    "is engine-svc's own and calls only runners",
 		},
 	}
