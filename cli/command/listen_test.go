@@ -45,7 +45,7 @@ func TestListenRefusesBadFlagsAndWorkflowsInTheOriginalsWords(t *testing.T) {
 		{"rate limit burst zero", []string{"listen", "--model", "m", "--rate-limit", "10:0", "testdata/listen/open.yaml"},
 			"error: option '--rate-limit <per_second[:burst]>' argument '10:0' is invalid. --rate-limit must be <requests per second>[:<burst>] with both above 0 (e.g. 10:20), or off."},
 		{"invalid trigger", []string{"listen", "--model", "m", "testdata/listen/badtrigger.yaml"},
-			"Error: failed to load workflow 'testdata/listen/badtrigger.yaml': Invalid workflow: trigger/auth/algorithm must be equal to one of the allowed values"},
+			"Error: failed to load workflow 'testdata/listen/badtrigger.yaml': Invalid workflow: trigger/auth/algorithm must be equal to one of the allowed values (line 6)"},
 	}
 	for _, c := range cases {
 		r := run(env, c.args...)

@@ -123,10 +123,41 @@ func Parse(block map[string]any) (*Trigger, error) {
 
 type parser struct{ err error }
 
+// Error is a trigger block refused: the message in listen §4.1's words,
+// and Path, where in the block it points (from "trigger" down, object keys
+// and list indexes), so the loader can give the field's line.
+type Error struct {
+	Msg  string
+	Path []string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
 func (p *parser) fail(format string, args ...any) {
 	if p.err == nil {
-		p.err = fmt.Errorf(format, args...)
+		msg := fmt.Sprintf(format, args...)
+		p.err = &Error{Msg: msg, Path: pointerOf(msg)}
 	}
+}
+
+// pointerOf reads where a message points. Every message the parser writes
+// starts with the schema path of the value at fault ("trigger/auth/mode
+// must …"), or of the object at fault followed by ':' ("trigger/dedup:
+// missing required property 'id_from'"); an unknown property points at
+// itself.
+func pointerOf(msg string) []string {
+	end := strings.IndexAny(msg, " :")
+	if end < 0 {
+		end = len(msg)
+	}
+	path := strings.Split(msg[:end], "/")
+	const unknown = ": unknown property '"
+	if rest, ok := strings.CutPrefix(msg[end:], unknown); ok {
+		if name, _, ok := strings.Cut(rest, "'"); ok {
+			path = append(path, name)
+		}
+	}
+	return path
 }
 
 // keys refuses unknown keys and missing required ones of an object at where.

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"path"
@@ -654,9 +655,16 @@ func (l *loader) trigger() {
 		return
 	}
 	if _, err := trigger.Parse(m); err != nil {
-		// In the words of listen §4.1 exactly, which carry no line (the
-		// original's schema validator gives none).
-		l.errf("%s", err.Error())
+		// In the words of listen §4.1 exactly, then the line of the field
+		// at fault (the original's schema validator gives none).
+		var te *trigger.Error
+		at := p.Key
+		if errors.As(err, &te) && len(te.Path) > 1 {
+			if n := nodeAt(p.Value, te.Path[1:]); n != nil && n != deref(p.Value) {
+				at = n
+			}
+		}
+		l.errf("%s%s", err.Error(), lineOf(at))
 	}
 }
 
