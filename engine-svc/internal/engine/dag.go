@@ -301,20 +301,13 @@ func (t *txn) inputRefused(s *workflow.Step) *cannotRun {
 // uses_service step), what the map builds — handlerInput, the very value
 // its handler or adapter receives as params (seed 000) — else engineInput.
 func (t *txn) stepInput(s *workflow.Step) (any, inputSource) {
-	if buildsInput(s) {
+	if s.BuildsInput() {
 		return t.handlerInput(s), inputMapped
 	}
 	if len(s.DependsOn) == 0 {
 		return t.engineInput(s), inputParams
 	}
 	return t.engineInput(s), inputNone
-}
-
-// buildsInput reports whether a step's input is what its input_map builds:
-// only code (a handler or an adapter) receives it; a bare auto step
-// records its pass-through output whatever the map says.
-func buildsInput(s *workflow.Step) bool {
-	return len(s.InputMap) > 0 && (s.Handler != "" || s.UsesService != "")
 }
 
 // refusedKey is the property a schema error refuses, as a path of names
