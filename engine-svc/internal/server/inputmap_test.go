@@ -338,3 +338,32 @@ func TestARefusedMapBesideAStepThatCanRunPointsAtThatStep(t *testing.T) {
 		}
 	})
 }
+
+// A uses_service step builds its input the same way: its schema checks the
+// params its adapter is called with.
+func TestAServiceStepsSchemaChecksWhatItsAdapterIsCalledWith(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		a := startAdapterRunner(t, e, "http", func(*realmv1.CallAdapterRequest) *realmv1.CallAdapterResponse {
+			return &realmv1.CallAdapterResponse{Data: value(t, map[string]any{"data": map[string]any{"id": "c-1"}})}
+		})
+		wf := strings.NewReplacer("id: crm", "id: crm_mapped", "email: run.params.email", "contact: run.params.email").Replace(fmt.Sprintf(crm,
+			"    input_schema:\n      type: object\n      required: [contact]\n      properties:\n        contact: { type: string }\n"))
+		if r := e.register(t, []byte(wf)); !r.GetRegistered() {
+			t.Fatal(r.GetReport().GetText())
+		}
+		r := start(t, e, "crm_mapped", map[string]any{"email": "ana@x"})
+		a.mu.Lock()
+		called := a.last.GetParams().AsMap()
+		a.mu.Unlock()
+		if r.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_COMPLETED || fmt.Sprint(called) != "map[contact:ana@x]" {
+			t.Errorf("start = %q; adapter called with %v", r.GetContextHint(), called)
+		}
+		refused := start(t, e, "crm_mapped", map[string]any{"mail": "ana@x"})
+		want := fmt.Sprintf("Run '%s' created for workflow 'crm_mapped'. 'add_contact' cannot run (input_schema): must have required property 'contact'. %s", refused.GetRunId(),
+			wayOut("'add_contact', start a run with params that fit, or correct its input_map or its input_schema and register the workflow again"))
+		if refused.GetContextHint() != want {
+			t.Errorf("start = %q\nwant %q", refused.GetContextHint(), want)
+		}
+	})
+}
