@@ -124,3 +124,39 @@ func kindName(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
+// BuiltFromParams reports whether the input_map entry that builds key — a
+// path of property names into what the map builds — copies it, or a value
+// that holds it, from run.params. A key the map does not build, or builds
+// from a step's output or a $literal, is not: only a run with other params
+// changes what a run.params path finds.
+func BuiltFromParams(m map[string]any, key []string) bool {
+	var node any = m
+	for _, k := range key {
+		switch x := node.(type) {
+		case string:
+			return isParamsPath(x)
+		case map[string]any:
+			if _, lit := x["$literal"]; lit {
+				return false
+			}
+			node = x[k]
+		case map[any]any:
+			if _, lit := x["$literal"]; lit {
+				return false
+			}
+			node = x[k]
+		default:
+			return false
+		}
+	}
+	p, ok := node.(string)
+	return ok && isParamsPath(p)
+}
+
+// isParamsPath reports whether an input_map path reads run.params, as
+// resolve reads it.
+func isParamsPath(p string) bool {
+	segs := strings.Split(p, ".")
+	return len(segs) >= 2 && segs[0] == "run" && segs[1] == "params"
+}

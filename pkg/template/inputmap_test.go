@@ -156,3 +156,37 @@ func TestBuildInputMapNil(t *testing.T) {
 		t.Errorf("got %v, %v; want empty map", got, err)
 	}
 }
+
+func TestBuiltFromParamsFollowsTheEntryThatBuildsTheKey(t *testing.T) {
+	t.Parallel()
+	m := yamlMap(t, `
+email: run.params.email
+all: run.params
+number: context.resources.parse.number
+meta:
+  received_by: run.params.mailbox
+  source: { $literal: email }
+currency: { $literal: { code: EUR } }
+odd: run.paramsx.y
+`)
+	cases := []struct {
+		key  []string
+		want bool
+	}{
+		{[]string{"email"}, true},
+		{[]string{"all", "nested", "deeper"}, true}, // a value that holds the key
+		{[]string{"number"}, false},
+		{[]string{"meta", "received_by"}, true},
+		{[]string{"meta", "source"}, false},
+		{[]string{"meta"}, false}, // built by the map itself
+		{[]string{"currency", "code"}, false},
+		{[]string{"missing"}, false}, // the map does not build it
+		{[]string{"odd"}, false},
+		{nil, false}, // the whole input
+	}
+	for _, c := range cases {
+		if got := BuiltFromParams(m, c.key); got != c.want {
+			t.Errorf("BuiltFromParams(%v) = %v, want %v", c.key, got, c.want)
+		}
+	}
+}

@@ -225,6 +225,14 @@ func (s *Step) Rule() string {
 	return s.TriggerRule
 }
 
+// BuildsInput reports whether an auto step's input is what its input_map
+// builds (spec §8.1): only code — a handler or a service's adapter —
+// receives it; a bare auto step records its pass-through output whatever
+// the map says. Its input_schema checks that input.
+func (s *Step) BuildsInput() bool {
+	return len(s.InputMap) > 0 && (s.Handler != "" || s.UsesService != "")
+}
+
 // HasSchema reports whether an agent step's answer is checked.
 func (s *Step) HasSchema() bool { return s.InputSchema != nil || s.OutputSchema != nil }
 

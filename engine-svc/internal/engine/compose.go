@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
@@ -114,6 +115,40 @@ func (t *txn) cannotRunReply(command string, c *cannotRun) *realmv1.Reply {
 		r.ContextHint += " " + t.whatNext(v)
 	}
 	t.blockedFields(r, v)
+	return r
+}
+
+// mappedInputReply is the refusal of an auto step called by name whose
+// input_map builds what its input_schema refuses (seed 000, execute_step):
+// an error, as a refused input is, but one the caller cannot fix by
+// sending another, so it is reported to the user with the rules broken
+// and no rejections counted. The hint names the refusal, then what the
+// run can still do, or — when nothing else can run — each refused step's
+// own way and the run's, as advance_run gives them.
+func (t *txn) mappedInputReply(command string, c *cannotRun) *realmv1.Reply {
+	r := t.envelope(command)
+	v := t.view()
+	r.Status = realmv1.ReplyStatus_REPLY_STATUS_ERROR
+	r.Errors = []string{fmt.Sprintf("Invalid input for step '%s'", c.step.Name)}
+	r.ErrorCode = string(errcode.ValidationInputSchema)
+	r.ErrorDetails = toStruct(map[string]any{"errors": schemaErrors(c.errs)})
+	r.AgentAction = realmv1.AgentAction_AGENT_ACTION_REPORT_TO_USER
+	// The refused step is never offered in place of what can run.
+	r.NextActions = t.nextActions(v)
+	parts := []string{c.sentence()}
+	others := v
+	others.refused = slices.DeleteFunc(slices.Clone(v.refused), func(o *cannotRun) bool { return o.step.Name == c.step.Name })
+	if len(v.agents) == 0 && len(v.owed) == 0 {
+		for _, o := range others.refused {
+			parts = append(parts, o.sentence())
+		}
+		if way := wayOut(v.refused); way != "" {
+			parts = append(parts, way)
+		}
+	} else {
+		parts = append(parts, t.whatNext(others))
+	}
+	r.ContextHint = strings.Join(parts, " ")
 	return r
 }
 

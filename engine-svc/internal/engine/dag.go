@@ -7,6 +7,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/condition"
 	"github.com/realm-go/realm/pkg/schema"
+	"github.com/realm-go/realm/pkg/template"
 	"github.com/realm-go/realm/pkg/workflow"
 )
 
@@ -270,13 +271,61 @@ func (t *txn) refusedBeforeClaim(s *workflow.Step) *cannotRun {
 		}
 	}
 	if s.Execution == workflow.KindAuto {
-		if sch := t.def.input[s.Name]; sch != nil {
-			if errs := sch.Validate(t.engineInput(s)); len(errs) > 0 {
-				return &cannotRun{step: s, check: checkInputSchema, why: inputRefusal(errs[0])}
-			}
-		}
+		return t.inputRefused(s)
 	}
 	return nil
+}
+
+// inputRefused checks an auto step's input_schema against stepInput, the
+// value its call is given, so that what get_run_state and the replies say
+// can run and what the call runs cannot disagree; nil when it fits.
+func (t *txn) inputRefused(s *workflow.Step) *cannotRun {
+	sch := t.def.input[s.Name]
+	if sch == nil {
+		return nil
+	}
+	in, src := t.stepInput(s)
+	errs := sch.Validate(in)
+	if len(errs) == 0 {
+		return nil
+	}
+	// Only the params of a new run change what a run.params path finds.
+	if src == inputMapped && template.BuiltFromParams(s.InputMap, refusedKey(errs[0])) {
+		src = inputMappedParams
+	}
+	return &cannotRun{step: s, check: checkInputSchema, why: inputRefusal(errs[0]), errs: errs, input: src}
+}
+
+// stepInput is what the engine gives an auto step, and where it comes
+// from: for one that builds its input with an input_map (a handler or a
+// uses_service step), what the map builds — handlerInput, the very value
+// its handler or adapter receives as params (seed 000) — else engineInput.
+func (t *txn) stepInput(s *workflow.Step) (any, inputSource) {
+	if s.BuildsInput() {
+		return t.handlerInput(s), inputMapped
+	}
+	if len(s.DependsOn) == 0 {
+		return t.engineInput(s), inputParams
+	}
+	return t.engineInput(s), inputNone
+}
+
+// refusedKey is the property a schema error refuses, as a path of names
+// into the value checked: the error's instancePath, then the property it
+// names (one required but missing, or one not allowed).
+func refusedKey(e schema.Error) []string {
+	var key []string
+	if p := strings.TrimPrefix(e.InstancePath, "/"); p != "" {
+		for _, seg := range strings.Split(p, "/") {
+			key = append(key, strings.NewReplacer("~1", "/", "~0", "~").Replace(seg))
+		}
+	}
+	for _, param := range []string{"missingProperty", "additionalProperty"} {
+		if name, ok := e.Params[param].(string); ok {
+			key = append(key, name)
+		}
+	}
+	return key
 }
 
 // engineInput is what the engine gives an auto step: the run's params when

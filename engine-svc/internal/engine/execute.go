@@ -402,6 +402,9 @@ func (t *txn) executeReply(command string, o *executed) *realmv1.Reply {
 	case execUncallable:
 		return t.blockedReply(command, o.uncallable)
 	case execCannotRun:
+		if o.cannotRun.mapped() {
+			return t.mappedInputReply(command, o.cannotRun)
+		}
 		return t.cannotRunReply(command, o.cannotRun)
 	case execGateOpened:
 		return t.gateReply(o.step)

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/realm-go/realm/pkg/schema"
 	"github.com/realm-go/realm/pkg/workflow"
 )
 
@@ -24,6 +25,51 @@ type cannotRun struct {
 	// why is the reason as get_run_state's refusal and inspect show it:
 	// the sentence's tail without its final full stop.
 	why string
+	// For an input its schema refuses: every rule broken (why is the
+	// first) and where the value checked came from, which picks the
+	// step's own way out.
+	errs  []schema.Error
+	input inputSource
+}
+
+// inputSource is where the value an auto step's input_schema checks comes
+// from (seed 000, advance_run): each gives the step its own way out.
+type inputSource int
+
+const (
+	inputParams       inputSource = iota // no depends_on: the run's params
+	inputNone                            // depends_on: the engine gives it no input ({})
+	inputMapped                          // its input_map; the refused key not from run.params
+	inputMappedParams                    // its input_map; the refused key from run.params
+)
+
+// mapped reports whether the input refused is what the step's input_map
+// built: the engine's own work, not the caller's input.
+func (c *cannotRun) mapped() bool {
+	return c.check == checkInputSchema && (c.input == inputMapped || c.input == inputMappedParams)
+}
+
+// way is the step's own way out, after "For ", for a refusal its workflow
+// or its run's params can fix; "" for a capability block, whose way is
+// loading the extension.
+func (c *cannotRun) way() string {
+	name := c.step.Name
+	switch c.check {
+	case checkInputSchema:
+		switch c.input {
+		case inputParams:
+			return fmt.Sprintf("'%s', start a run with params that fit, or correct its input_schema and register the workflow again", name)
+		case inputNone:
+			return fmt.Sprintf("'%s', the engine gives it no input, so correct its input_schema and register the workflow again", name)
+		case inputMapped:
+			return fmt.Sprintf("'%s', correct its input_map or its input_schema and register the workflow again", name)
+		case inputMappedParams:
+			return fmt.Sprintf("'%s', start a run with params that fit, or correct its input_map or its input_schema and register the workflow again", name)
+		}
+	case checkTrust, checkPrecondition:
+		return fmt.Sprintf("'%s', correct the workflow and register it again", name)
+	}
+	return ""
 }
 
 // basis is what a refusal was judged on: a capability by this engine's

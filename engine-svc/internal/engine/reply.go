@@ -112,16 +112,9 @@ func wayOut(refused []*cannotRun) string {
 	var ways []string
 	input := false
 	for _, r := range refused {
-		switch r.check {
-		case checkInputSchema:
-			input = true
-			if len(r.step.DependsOn) == 0 {
-				ways = append(ways, fmt.Sprintf("'%s', start a run with params that fit, or correct its input_schema and register the workflow again", r.step.Name))
-			} else {
-				ways = append(ways, fmt.Sprintf("'%s', the engine gives it no input, so correct its input_schema and register the workflow again", r.step.Name))
-			}
-		case checkTrust, checkPrecondition:
-			ways = append(ways, fmt.Sprintf("'%s', correct the workflow and register it again", r.step.Name))
+		if way := r.way(); way != "" {
+			ways = append(ways, way)
+			input = input || r.check == checkInputSchema
 		}
 	}
 	switch {

@@ -492,7 +492,10 @@ func (r *renderer) wayOut(b *strings.Builder) {
 			continue
 		}
 		fixable = append(fixable, c.Step)
-		if s := r.step(c.Step); c.Check == "input_schema" && s != nil && len(s.DependsOn) == 0 {
+		// A step that builds its input with an input_map is checked on
+		// what the map builds, which new params may not change: it takes
+		// the general way.
+		if s := r.step(c.Step); c.Check == "input_schema" && s != nil && len(s.DependsOn) == 0 && !s.BuildsInput() {
 			firstInput = append(firstInput, c.Step)
 		}
 	}

@@ -596,6 +596,15 @@ Run r1 stays open (phase 'running'): for 'fetch', start a run with params that f
 `,
 		},
 		{
+			name: "a first step refused for what its input_map builds: the general way out",
+			in: Input{Run: run(func(*record.Run) {}), Def: def(&workflow.Step{Name: "fetch", Execution: workflow.KindAuto, Handler: "fetch_order",
+				InputMap: map[string]any{"order_id": map[string]any{"$literal": 5}}}),
+				CannotRun: []Refusal{{Step: "fetch", Check: "input_schema", Why: "/order_id must be string"}}},
+			want: openHead + `Cannot run 'fetch' (input_schema): /order_id must be string
+Run r1 stays open (phase 'running'): correct the workflow, register it again, then realm run advance r1 — or end it: realm run abandon r1
+`,
+		},
+		{
 			name: "a refusal beside an agent step ready has no way-out line",
 			in: Input{Run: run(func(*record.Run) {}), AgentsReady: []string{"classify"},
 				CannotRun: []Refusal{{Step: "total", Check: "trust", Why: "x"}}},
