@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/realm-go/realm/engine-svc/internal/engine"
+	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -165,6 +166,14 @@ func TestStartFromAFileRefusals(t *testing.T) {
 	_, err := e.client.StartRun(ctx(t), &realmv1.StartRunRequest{WorkflowId: "filerun", WorkflowSource: &realmv1.WorkflowSource{Yaml: []byte(fileTwo)}})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("workflow id and file together: %v, want InvalidArgument", err)
+	}
+	big := fileTwo + "x-padding: \"" + strings.Repeat("a", engine.MaxValueBytes) + "\"\n"
+	_, err = e.client.StartRun(ctx(t), &realmv1.StartRunRequest{WorkflowSource: &realmv1.WorkflowSource{Yaml: []byte(big)}})
+	if ce, ok := errcode.FromStatus(err); !ok || ce.Code != errcode.ResourceTooLarge {
+		t.Errorf("a source over the limit: %v, want RESOURCE_TOO_LARGE", err)
+	}
+	if page, err := e.client.ListRuns(ctx(t), &realmv1.ListRunsRequest{}); err != nil || len(page.GetRuns()) != 0 {
+		t.Errorf("runs after refusals = %v %v, want none", page.GetRuns(), err)
 	}
 }
 
