@@ -32,7 +32,7 @@ type agentFlags struct {
 	schemaRetries, llmTimeout    int
 	promptCache, mintWriterNonce bool
 	agentAddr                    string
-	detach                       bool
+	detach, register             bool
 }
 
 func (a *app) agentCommand() *cobra.Command {
@@ -40,9 +40,14 @@ func (a *app) agentCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent (--workflow <id|file> [--params JSON] | --run-id <id>) --provider anthropic|openai --model <model>",
 		Short: "Drive a run to its end, asking a model for each agent step (through agent-svc)",
-		Long: "Start a run of a workflow (a registered id, or a file, which is registered first), or attach to\n" +
-			"one with --run-id, and drive it: agent-svc asks the model for every agent step and the engine\n" +
-			"runs the rest. Prints the drive as it goes. Exit 0 only when the run completed; 1 otherwise;\n" +
+		Long: "Start a run of a workflow (a registered id, or a file), or attach to one with --run-id, and\n" +
+			"drive it: agent-svc asks the model for every agent step and the engine runs the rest.\n\n" +
+			"A file is checked as register checks it but NOT registered: the run carries the file's definition\n" +
+			"(stored with the run, so every engine replica, a later --run-id and realm run respond/advance\n" +
+			"decide its steps by it), and the registered copy of its id, if any, is neither read nor changed.\n" +
+			"With --register the file is registered first, replacing the stored copy of its id as realm\n" +
+			"workflow register does, and the run follows the registered copy.\n\n" +
+			"Prints the drive as it goes. Exit 0 only when the run completed; 1 otherwise;\n" +
 			"2 when agent-svc cannot be reached. With --detach it returns (exit 0) once the run is known,\n" +
 			"and agent-svc goes on driving it.",
 		Args: cobra.NoArgs,
@@ -55,7 +60,8 @@ func (a *app) agentCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.workflow, "workflow", "", "workflow id, or a workflow file or folder (registered first)")
+	fl.StringVar(&f.workflow, "workflow", "", "workflow id, or a workflow file or folder (run without registering it unless --register)")
+	fl.BoolVar(&f.register, "register", false, "register the --workflow file first, replacing the stored copy of its id; without it the run carries the file's definition")
 	fl.StringVar(&f.params, "params", "", "the new run's parameters (JSON object)")
 	fl.StringVar(&f.runID, "run-id", "", "continue this run")
 	fl.StringVar(&f.provider, "provider", "", "openai or anthropic (default: from the keys agent-svc holds)")
@@ -82,6 +88,8 @@ func (a *app) agentRequest(cmd *cobra.Command, f *agentFlags) (*realmv1.DriveRun
 		return nil, refuse("Error: --params cannot be used with --run-id; the run already has params from creation time")
 	case f.schemaRetries < 0:
 		return nil, refuse("error: option '--schema-retries <n>' argument '%d' is invalid. --schema-retries must be a non-negative integer.", f.schemaRetries)
+	case f.register && f.runID != "":
+		return nil, refuse("Error: --register cannot be used with --run-id; a run's definition is chosen when it is created")
 	case cmd.Flags().Changed("llm-timeout") && f.llmTimeout <= 0:
 		return nil, refuse("error: option '--llm-timeout <seconds>' argument '%d' is invalid. --llm-timeout must be a positive integer number of seconds.", f.llmTimeout)
 	}
@@ -94,7 +102,7 @@ func (a *app) agentRequest(cmd *cobra.Command, f *agentFlags) (*realmv1.DriveRun
 		Provider: f.provider, Model: f.model, BaseUrl: f.baseURL, StrictBaseUrl: f.strictBaseURL,
 		SchemaRetries: &retries, LlmTimeoutSeconds: int32(f.llmTimeout),
 		PromptCache: f.promptCache, MintWriterNonce: f.mintWriterNonce,
-	}, Detach: f.detach}
+	}, Detach: f.detach, Register: f.register}
 	if f.workflow != "" {
 		if cmd.Flags().Changed("params") {
 			p, err := parseParams(f.params)
@@ -109,6 +117,8 @@ func (a *app) agentRequest(cmd *cobra.Command, f *agentFlags) (*realmv1.DriveRun
 				return nil, refuse("Error: %s", err.Error())
 			}
 			req.WorkflowSource = src
+		} else if f.register {
+			return nil, refuse("Error: --register registers a workflow file, and '%s' names no file: a workflow id is registered already (realm workflow register <path> registers a file)", f.workflow)
 		} else {
 			req.WorkflowId = f.workflow
 		}

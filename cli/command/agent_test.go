@@ -118,8 +118,13 @@ func TestAgentSendsTheFlagsAndTheWorkflowFile(t *testing.T) {
 	o := got.GetOptions()
 	if got.GetWorkflowSource() == nil || !strings.Contains(string(got.GetWorkflowSource().GetYaml()), "id: wf") || got.GetWorkflowId() != "" ||
 		got.GetParams().AsMap()["ticket"] != 7.0 || o.GetProvider() != "anthropic" || o.GetModel() != "claude-x" ||
-		o.GetSchemaRetries() != 1 || o.GetLlmTimeoutSeconds() != 30 || !o.GetPromptCache() || got.GetCaller().GetBy() != "tester" {
+		o.GetSchemaRetries() != 1 || o.GetLlmTimeoutSeconds() != 30 || !o.GetPromptCache() || got.GetCaller().GetBy() != "tester" || got.GetRegister() {
 		t.Errorf("request = %v", got)
+	}
+
+	code, _, _ = runAgent(t, "--agent-addr", addr, "--workflow", file, "--model", "m", "--register")
+	if code != 0 || f.got.GetWorkflowSource() == nil || !f.got.GetRegister() {
+		t.Errorf("--register: code %d request %v", code, f.got)
 	}
 
 	code, _, _ = runAgent(t, "--agent-addr", addr, "--workflow", "triage", "--model", "m")
@@ -140,6 +145,8 @@ func TestAgentRefusesBadFlagsBeforeCallingAgentSvc(t *testing.T) {
 		{"params with run", []string{"--run-id", "r", "--params", "{}"}, "Error: --params cannot be used with --run-id; the run already has params from creation time"},
 		{"retries", []string{"--run-id", "r", "--schema-retries", "-1"}, "error: option '--schema-retries <n>' argument '-1' is invalid. --schema-retries must be a non-negative integer."},
 		{"timeout", []string{"--run-id", "r", "--llm-timeout", "0"}, "error: option '--llm-timeout <seconds>' argument '0' is invalid. --llm-timeout must be a positive integer number of seconds."},
+		{"register with run", []string{"--run-id", "r", "--register"}, "Error: --register cannot be used with --run-id; a run's definition is chosen when it is created"},
+		{"register a workflow id", []string{"--workflow", "triage", "--register"}, "Error: --register registers a workflow file, and 'triage' names no file: a workflow id is registered already (realm workflow register <path> registers a file)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

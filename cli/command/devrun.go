@@ -36,7 +36,7 @@ const requireNonceEnv = "REALM_REQUIRE_WRITER_NONCE"
 // devFlags are `realm workflow run`'s flags.
 type devFlags struct {
 	params, extensionsModule, project string
-	mintWriterNonce                   bool
+	mintWriterNonce, register         bool
 }
 
 func (a *app) workflowRunCommand() *cobra.Command {
@@ -44,9 +44,14 @@ func (a *app) workflowRunCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run <path>",
 		Short: "Run a workflow by hand in a terminal, typing each agent answer and gate choice (dev mode)",
-		Long: "Register the workflow file (or the folder holding workflow.yaml) — replacing the stored copy of\n" +
-			"its id, as register does, so that realm run respond/advance can act on the run — start a run and\n" +
-			"drive it from this terminal. The engine runs the auto and guard steps; each agent step asks for\n" +
+		Long: "Start a run of the workflow file (or the folder holding workflow.yaml) and drive it from this\n" +
+			"terminal. The file is checked as register checks it but NOT registered: the run carries the file's\n" +
+			"definition (stored with the run, so every engine replica and every later command — realm run\n" +
+			"respond/advance, realm agent --run-id — decides its steps by it), and the registered copy of its id,\n" +
+			"if any, is neither read nor changed. With --register the file is registered first, replacing the\n" +
+			"stored copy of its id as realm workflow register does, and the run follows the registered copy\n" +
+			"(re-registering it later changes the run's remaining steps).\n\n" +
+			"The engine runs the auto and guard steps; each agent step asks for\n" +
 			"its answer as one JSON object (Enter for {}), asked again when its schema refuses it; each open\n" +
 			"question asks for a choice. While a prompt waits, the run is read twice a second: when another\n" +
 			"process settles the question or does the step, the prompt closes, says what the record holds,\n" +
@@ -70,6 +75,7 @@ func (a *app) workflowRunCommand() *cobra.Command {
 	fl.StringVar(&f.extensionsModule, "extensions-module", "", "repeated in the printed realm agent command; this build loads no project code (handlers run on registered runners)")
 	fl.StringVar(&f.project, "project", "", "repeated in the printed realm agent command; this build reads no realm.yaml")
 	fl.BoolVar(&f.mintWriterNonce, "mint-writer-nonce", false, "send a fresh writer nonce with every agent answer")
+	fl.BoolVar(&f.register, "register", false, "register the file first, replacing the stored copy of its id; without it the run carries the file's definition and nothing is registered")
 	return cmd
 }
 
@@ -176,39 +182,45 @@ func devCall[R any](d *devRun, do func(context.Context) (R, error)) (R, error) {
 	return r, nil
 }
 
-// run registers the workflow, starts the run and drives it.
+// run starts the run — of the file as it is, or of the registered copy
+// once --register has replaced it — and drives it.
 func (d *devRun) run(src *realmv1.WorkflowSource, params *structpb.Struct) error {
-	reg, err := devCall(d, func(ctx context.Context) (*realmv1.RegisterWorkflowResponse, error) {
-		return d.eng.RegisterWorkflow(ctx, &realmv1.RegisterWorkflowRequest{Source: src})
+	start := &realmv1.StartRunRequest{Params: params, Caller: d.caller}
+	var version float64
+	if d.flags.register {
+		r, err := d.register(src)
+		if err != nil {
+			return err
+		}
+		start.WorkflowId, version = r.GetWorkflowId(), r.GetVersion()
+	} else {
+		start.WorkflowSource = src
+	}
+	resp, err := devCall(d, func(ctx context.Context) (*realmv1.StartRunResponse, error) {
+		return d.eng.StartRun(ctx, start)
 	})
 	if err != nil {
 		return err
 	}
-	r := reg.GetReport()
-	if !reg.GetRegistered() {
+	if r := resp.GetReport(); r != nil {
+		if !r.GetValid() {
+			printText(d.out, r.GetText())
+			return refuse("No run was created: the workflow is not valid.")
+		}
 		printText(d.out, r.GetText())
-		return refuse("No run was created: the workflow was not registered.")
+		fmt.Fprintf(d.out, "Not registered: the run carries this file's definition; the registered copy of '%s', if any, is unchanged (--register replaces it).\n", r.GetWorkflowId())
+		version = r.GetVersion()
 	}
-	printText(d.out, replaceValidLine(r.GetText(), fmt.Sprintf("Registered: %s v%s (%s)", r.GetWorkflowId(), number(r.GetVersion()), plural(int(r.GetStepCount()), "step", "steps"))))
-	name, err := d.learn(r.GetWorkflowId())
-	if err != nil {
-		return err
-	}
-	start, err := devCall(d, func(ctx context.Context) (*realmv1.StartRunResponse, error) {
-		return d.eng.StartRun(ctx, &realmv1.StartRunRequest{WorkflowId: r.GetWorkflowId(), Params: params, Caller: d.caller})
-	})
-	if err != nil {
-		return err
-	}
-	sr := start.GetReply()
+	sr := resp.GetReply()
 	if sr.GetRunId() == "" {
 		return refuse("%s", replyMessage(sr))
 	}
 	d.runID = sr.GetRunId()
-	if name == "" {
-		name = r.GetWorkflowId()
+	name, err := d.learn()
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(d.out, "\nRealm — %s v%s\nRun ID: %s\n\n", name, number(r.GetVersion()), d.runID)
+	fmt.Fprintf(d.out, "\nRealm — %s v%s\nRun ID: %s\n\n", name, number(version), d.runID)
 	d.warn(sr.GetWarnings())
 	d.chained(sr)
 	if !succeeded(sr) {
@@ -217,11 +229,29 @@ func (d *devRun) run(src *realmv1.WorkflowSource, params *structpb.Struct) error
 	return d.loop()
 }
 
-// learn reads each step's kind and description from the workflow's
-// protocol, and returns the workflow's name.
-func (d *devRun) learn(workflowID string) (string, error) {
+// register registers the workflow file (--register) and prints the
+// loader's report with its Registered: line.
+func (d *devRun) register(src *realmv1.WorkflowSource) (*realmv1.WorkflowReport, error) {
+	reg, err := devCall(d, func(ctx context.Context) (*realmv1.RegisterWorkflowResponse, error) {
+		return d.eng.RegisterWorkflow(ctx, &realmv1.RegisterWorkflowRequest{Source: src})
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := reg.GetReport()
+	if !reg.GetRegistered() {
+		printText(d.out, r.GetText())
+		return nil, refuse("No run was created: the workflow was not registered.")
+	}
+	printText(d.out, replaceValidLine(r.GetText(), fmt.Sprintf("Registered: %s v%s (%s)", r.GetWorkflowId(), number(r.GetVersion()), plural(int(r.GetStepCount()), "step", "steps"))))
+	return r, nil
+}
+
+// learn reads each step's kind and description from the protocol of the
+// definition the run is decided by, and returns the workflow's name.
+func (d *devRun) learn() (string, error) {
 	resp, err := devCall(d, func(ctx context.Context) (*realmv1.GetWorkflowProtocolResponse, error) {
-		return d.eng.GetWorkflowProtocol(ctx, &realmv1.GetWorkflowProtocolRequest{WorkflowId: workflowID})
+		return d.eng.GetWorkflowProtocol(ctx, &realmv1.GetWorkflowProtocolRequest{RunId: d.runID})
 	})
 	if err != nil {
 		return "", err

@@ -16,7 +16,10 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/realm-go/realm/engine-svc/enginetest"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -204,7 +207,13 @@ func runIDIn(t *testing.T, text string) string {
 	return m[1]
 }
 
-const devrunHead = "Registered: devrun v1 (3 steps)\n\nRealm — Dev run v1\nRun ID: <run>\n\n"
+// notRegistered is the line under the loader's report of a file run
+// without --register.
+func notRegistered(id string) string {
+	return "Not registered: the run carries this file's definition; the registered copy of '" + id + "', if any, is unchanged (--register replaces it).\n"
+}
+
+var devrunHead = "Valid: devrun v1 (3 steps)\n" + notRegistered("devrun") + "\nRealm — Dev run v1\nRun ID: <run>\n\n"
 
 func TestWorkflowRunAnswersTheAgentStepAndTheGate(t *testing.T) {
 	t.Parallel()
@@ -385,7 +394,7 @@ func TestWorkflowRunCarriesOutAnExpiredQuestion(t *testing.T) {
 		code, text := s.exit()
 		run := runIDIn(t, text)
 		got := regexp.MustCompile(`expired \d+s before`).ReplaceAllString(maskRunGate(text, run, ""), "expired <n>s before")
-		want := "Registered: expiring v1 (2 steps)\n\nRealm — Expiring approval v1\nRun ID: <run>\n\n" +
+		want := "Valid: expiring v1 (2 steps)\n" + notRegistered("expiring") + "\nRealm — Expiring approval v1\nRun ID: <run>\n\n" +
 			"→ [gate] approve: Approve the shipment.\n" +
 			"Question: (no output)\n" +
 			"  Choice [ship/hold]: \n" +
@@ -555,7 +564,7 @@ func TestWorkflowRunStopsWhenNothingCanRun(t *testing.T) {
 		s := startSession(t, l.addr, "--params", `{"ok": true}`, file)
 		code, text := s.exit()
 		run := runIDIn(t, text)
-		want := "Registered: stalling v1 (1 step)\n\nRealm — Stalling v1\nRun ID: <run>\n\n" +
+		want := "Valid: stalling v1 (1 step)\n" + notRegistered("stalling") + "\nRealm — Stalling v1\nRun ID: <run>\n\n" +
 			"Workflow stalled: nothing else can run.\n" +
 			"'note' cannot run (precondition): Precondition failed: 'run.params.ok == true'. Resolved value: null.\n" +
 			"Run <run> stays open (phase 'running'): correct the workflow, register it again, then realm run advance <run> — or end it: realm run abandon <run>\n"
@@ -619,4 +628,60 @@ func TestWorkflowRunKilledLeavesTheClaimForReclaim(t *testing.T) {
 			t.Errorf("after reclaim: in progress %v, want none", st.GetInProgressSteps())
 		}
 	})
+}
+
+// fileRunV2 is a changed copy of the registered filerun v1 (step 'answer'):
+// version 2, and its one step is 'reply'.
+const fileRunV2 = "id: filerun\nname: File run\nversion: 2\nsteps:\n  reply:\n    description: Write the reply.\n    execution: agent\n"
+
+// `realm workflow run <path>` leaves the registered copy of the file's id
+// as it was unless --register is given; either way the run follows the
+// file's steps.
+func TestWorkflowRunRegistersOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "workflow.yaml")
+	if err := os.WriteFile(file, []byte(fileRunV2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		head       string
+		registered string
+	}{
+		{"without register", nil, "Valid: filerun v2 (1 step)\n" + notRegistered("filerun"), "answer"},
+		{"with register", []string{"--register"}, "Registered: filerun v2 (1 step)\n", "reply"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			addr := enginetest.Start(t, "miniredis")
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+			l := &live{t: t, addr: addr, realm: runner(addr), engine: realmv1.NewEngineServiceClient(conn)}
+			v1 := "id: filerun\nname: File run\nversion: 1\nsteps:\n  answer:\n    description: Answer.\n    execution: agent\n"
+			if r, err := l.engine.RegisterWorkflow(l.ctx(), &realmv1.RegisterWorkflowRequest{Source: &realmv1.WorkflowSource{Yaml: []byte(v1), Path: "v1.yaml"}}); err != nil || !r.GetRegistered() {
+				t.Fatalf("register v1: %v %v", r, err)
+			}
+			s := startSession(t, addr, append(append([]string{}, tc.args...), file)...)
+			s.waitFor(agentLabel, 1)
+			s.typeKeys("{}\r")
+			code, text := s.exit()
+			run := runIDIn(t, text)
+			want := tc.head + "\nRealm — File run v2\nRun ID: <run>\n\n→ [agent] reply: Write the reply.\n" + agentLabel + "{}\n  ✓ → completed\n\nRun complete. Phase: completed\n"
+			if got := maskRunGate(text, run, ""); code != 0 || got != want {
+				t.Errorf("exit %d, transcript:\n%s\nwant exit 0 and:\n%s", code, got, want)
+			}
+			p, err := l.engine.GetWorkflowProtocol(l.ctx(), &realmv1.GetWorkflowProtocolRequest{WorkflowId: "filerun"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps, _ := p.GetProtocol().AsMap()["steps"].([]any)
+			if len(steps) != 1 || steps[0].(map[string]any)["id"] != tc.registered {
+				t.Errorf("registered copy's steps = %v, want [%s]", steps, tc.registered)
+			}
+		})
+	}
 }

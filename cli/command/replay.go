@@ -124,7 +124,9 @@ func (a *app) runReplayCommand() *cobra.Command {
 				return refuse("Error: cannot read the export of run %s: %v", runID, err)
 			}
 			run := &bundle.Run
-			proto, err := engine.GetWorkflowProtocol(ctx, &realmv1.GetWorkflowProtocolRequest{WorkflowId: run.WorkflowID})
+			// By run: a run started from a file without --register is
+			// replayed against the definition it carries.
+			proto, err := engine.GetWorkflowProtocol(ctx, &realmv1.GetWorkflowProtocolRequest{WorkflowId: run.WorkflowID, RunId: runID})
 			if err != nil {
 				return a.rpcError(err)
 			}

@@ -261,6 +261,8 @@ func (d *driver) open(ctx context.Context, req *realmv1.DriveRunRequest) error {
 		return refuse("Error: give a workflow id or a workflow file, not both")
 	case req.GetRunId() != "" && len(req.GetParams().GetFields()) > 0:
 		return refuse("Error: --params cannot be used with --run-id; the run already has params from creation time")
+	case req.GetRegister() && req.GetWorkflowSource() == nil:
+		return refuse("Error: --register registers a workflow file: give --workflow <file>, or register with realm workflow register <path>")
 	}
 	var workflowID string
 	if id := req.GetRunId(); id != "" {
@@ -281,26 +283,11 @@ func (d *driver) open(ctx context.Context, req *realmv1.DriveRunRequest) error {
 		}
 		d.runID, workflowID = id, st.GetWorkflowId()
 	} else {
-		workflowID = req.GetWorkflowId()
-		if src := req.GetWorkflowSource(); src != nil {
-			resp, err := d.eng.RegisterWorkflow(ctx, &realmv1.RegisterWorkflowRequest{Source: src})
-			if err != nil {
-				return refuse("Error: %s", oneLine(client.Cause(err)))
-			}
-			if !resp.GetRegistered() {
-				return refuse("Error: Invalid workflow: %s", strings.Join(resp.GetReport().GetErrors(), "; "))
-			}
-			workflowID = resp.GetReport().GetWorkflowId()
-		}
-		resp, err := d.eng.StartRun(ctx, &realmv1.StartRunRequest{WorkflowId: workflowID, Params: req.GetParams(), Caller: d.o.Caller})
+		id, err := d.create(ctx, req)
 		if err != nil {
-			return refuse("Error: %s", oneLine(client.Cause(err)))
+			return err
 		}
-		r := resp.GetReply()
-		if r.GetStatus() == realmv1.ReplyStatus_REPLY_STATUS_ERROR || r.GetRunId() == "" {
-			return refuse("Error: %s", replyMessage(r))
-		}
-		d.runID = r.GetRunId()
+		workflowID = id
 	}
 	name, version, err := d.learn(ctx, workflowID)
 	if err != nil {
@@ -315,10 +302,49 @@ func (d *driver) open(ctx context.Context, req *realmv1.DriveRunRequest) error {
 		Lines: append(stderr(warnings...), stdout("", fmt.Sprintf("Realm Agent — %s v%s", name, strconv.FormatFloat(version, 'f', -1, 64)), "Run ID: "+d.runID, "")...)})
 }
 
-// learn reads the workflow's steps (kind, description, agent profile)
-// from its protocol, and its name and version from the registry.
+// create starts the drive's run and returns its workflow id. A workflow
+// file runs without registering: the run carries its definition, and the
+// registered copy of its id is left as it is; with register the file is
+// registered first (replacing that copy) and the run reads the registered
+// copy, as a run of a workflow id does.
+func (d *driver) create(ctx context.Context, req *realmv1.DriveRunRequest) (string, error) {
+	start := &realmv1.StartRunRequest{WorkflowId: req.GetWorkflowId(), Params: req.GetParams(), Caller: d.o.Caller}
+	if src := req.GetWorkflowSource(); src != nil && req.GetRegister() {
+		resp, err := d.eng.RegisterWorkflow(ctx, &realmv1.RegisterWorkflowRequest{Source: src})
+		if err != nil {
+			return "", refuse("Error: %s", oneLine(client.Cause(err)))
+		}
+		if !resp.GetRegistered() {
+			return "", refuse("Error: Invalid workflow: %s", strings.Join(resp.GetReport().GetErrors(), "; "))
+		}
+		start.WorkflowId = resp.GetReport().GetWorkflowId()
+	} else if src != nil {
+		start.WorkflowSource = src
+	}
+	resp, err := d.eng.StartRun(ctx, start)
+	if err != nil {
+		return "", refuse("Error: %s", oneLine(client.Cause(err)))
+	}
+	if rep := resp.GetReport(); rep != nil && !rep.GetValid() {
+		return "", refuse("Error: Invalid workflow: %s", strings.Join(rep.GetErrors(), "; "))
+	}
+	r := resp.GetReply()
+	if r.GetStatus() == realmv1.ReplyStatus_REPLY_STATUS_ERROR || r.GetRunId() == "" {
+		return "", refuse("Error: %s", replyMessage(r))
+	}
+	d.runID = r.GetRunId()
+	if rep := resp.GetReport(); rep != nil {
+		return rep.GetWorkflowId(), nil
+	}
+	return start.WorkflowId, nil
+}
+
+// learn reads the steps (kind, description, agent profile), name and
+// version of the definition the run is decided by — the copy it carries
+// when it was started from a file without registering, else the registered
+// copy — from its protocol.
 func (d *driver) learn(ctx context.Context, workflowID string) (string, float64, error) {
-	resp, err := d.eng.GetWorkflowProtocol(ctx, &realmv1.GetWorkflowProtocolRequest{WorkflowId: workflowID})
+	resp, err := d.eng.GetWorkflowProtocol(ctx, &realmv1.GetWorkflowProtocolRequest{WorkflowId: workflowID, RunId: d.runID})
 	if err != nil {
 		return "", 0, refuse("Error: Workflow not found: %s — %s", workflowID, oneLine(client.Cause(err)))
 	}
@@ -338,14 +364,11 @@ func (d *driver) learn(ctx context.Context, workflowID string) (string, float64,
 	d.readControls(resp.GetDefinition())
 	d.readTools(resp.GetDefinition())
 	name, _ := p["name"].(string)
-	var version float64
-	if list, err := client.ListAllWorkflows(ctx, d.eng); err == nil {
-		for _, w := range list.GetWorkflows() {
-			if w.GetId() == workflowID {
-				name, version = w.GetName(), w.GetVersion()
-			}
-		}
+	var label struct {
+		Version float64 `json:"version"`
 	}
+	_ = json.Unmarshal(resp.GetDefinition(), &label)
+	version := label.Version
 	if name == "" {
 		name = workflowID
 	}

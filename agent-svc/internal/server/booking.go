@@ -27,7 +27,9 @@ type booking struct {
 // to it, and holds its lease.
 func (b *booking) want(run string) {
 	again := proto.Clone(b.req).(*realmv1.DriveRunRequest)
-	again.WorkflowId, again.WorkflowSource, again.Params, again.RunId, again.Detach = "", nil, nil, run, true
+	// Creation-only fields go: the owed drive attaches to the run, whose
+	// definition was chosen when it was created.
+	again.WorkflowId, again.WorkflowSource, again.Params, again.Register, again.RunId, again.Detach = "", nil, nil, false, run, true
 	raw, err := proto.Marshal(again)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

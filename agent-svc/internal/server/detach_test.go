@@ -3,8 +3,11 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/realm-go/realm/agent-svc/internal/durable"
 	"github.com/realm-go/realm/agent-svc/internal/server"
@@ -48,6 +51,31 @@ func TestADetachedDriveGoesOnWhenItsCallerLeaves(t *testing.T) {
 // finishes the run; meanwhile it never took a drive whose lease was held.
 func TestAnOwedDriveIsTakenUpByAnotherAgentSvc(t *testing.T) {
 	t.Parallel()
+	support, err := os.ReadFile("testdata/support.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		req  *realmv1.DriveRunRequest
+	}{
+		{"a registered workflow", &realmv1.DriveRunRequest{WorkflowId: "support", Detach: true}},
+		// The owed drive attaches to the run: what only creation takes
+		// (the file, --register) is not sent again.
+		{"a file run without registering", &realmv1.DriveRunRequest{WorkflowSource: &realmv1.WorkflowSource{Yaml: support, Path: "support.yaml"}, Detach: true}},
+		{"a file registered first", &realmv1.DriveRunRequest{WorkflowSource: &realmv1.WorkflowSource{Yaml: support, Path: "support.yaml"}, Register: true, Detach: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			owedDriveIsTakenUp(t, tc.req)
+		})
+	}
+}
+
+// owedDriveIsTakenUp starts req (detached) on one agent-svc, stops it at
+// the run's gate, and checks another agent-svc takes the drive up and ends
+// the run without redoing recorded work.
+func owedDriveIsTakenUp(t *testing.T, req *realmv1.DriveRunRequest) {
 	rc := redisFor(t, "redis")
 	prefix := fmt.Sprintf("realm-test:%d:book", time.Now().UnixNano())
 	t.Cleanup(func() {
@@ -66,7 +94,7 @@ func TestAnOwedDriveIsTakenUpByAnotherAgentSvc(t *testing.T) {
 	go func() { defer close(picking); secondSvc.Pickup(pickup, 20*time.Millisecond) }()
 	t.Cleanup(func() { stopPickup(); <-picking })
 
-	gate, leave := driveToGate(t, first, true)
+	gate, leave := driveToGateWith(t, first, req)
 	leave()
 	run := gate.GetRunId()
 	time.Sleep(200 * time.Millisecond) // pickups run while the first holds the lease
@@ -103,9 +131,17 @@ func TestAnOwedDriveIsTakenUpByAnotherAgentSvc(t *testing.T) {
 // until its gate opens; leave ends the caller's stream.
 func driveToGate(t *testing.T, agent realmv1.AgentServiceClient, detach bool) (gate *realmv1.DriveEvent, leave context.CancelFunc) {
 	t.Helper()
+	return driveToGateWith(t, agent, &realmv1.DriveRunRequest{WorkflowId: "support", Detach: detach})
+}
+
+// driveToGateWith is driveToGate for the support workflow as req names it
+// (an id, or a file) and detaches it.
+func driveToGateWith(t *testing.T, agent realmv1.AgentServiceClient, req *realmv1.DriveRunRequest) (gate *realmv1.DriveEvent, leave context.CancelFunc) {
+	t.Helper()
 	callCtx, leave := context.WithCancel(ctx(t))
-	stream, err := agent.DriveRun(callCtx, &realmv1.DriveRunRequest{WorkflowId: "support", Params: params(t, map[string]any{"ticket": 3}),
-		Options: opts("openai", "gpt-test"), Detach: detach})
+	r := proto.Clone(req).(*realmv1.DriveRunRequest)
+	r.Params, r.Options = params(t, map[string]any{"ticket": 3}), opts("openai", "gpt-test")
+	stream, err := agent.DriveRun(callCtx, r)
 	if err != nil {
 		leave()
 		t.Fatal(err)
@@ -114,7 +150,7 @@ func driveToGate(t *testing.T, agent realmv1.AgentServiceClient, detach bool) (g
 		resp, err := stream.Recv()
 		if err != nil {
 			leave()
-			t.Fatalf("detach %v: the drive ended before its gate: %v", detach, err)
+			t.Fatalf("detach %v: the drive ended before its gate: %v", r.GetDetach(), err)
 		}
 		if ev := resp.GetEvent(); ev.GetKind() == realmv1.DriveEventKind_DRIVE_EVENT_KIND_GATE_OPENED {
 			gate = ev

@@ -477,6 +477,8 @@ func TestRefusalsBeforeAnyDrive(t *testing.T) {
 		{"params with run id", &realmv1.DriveRunRequest{RunId: "x", Params: params(t, map[string]any{"a": 1}), Options: opts("openai", "m")},
 			"Error: --params cannot be used with --run-id; the run already has params from creation time"},
 		{"unknown run", &realmv1.DriveRunRequest{RunId: "nope", Options: opts("openai", "m")}, "Error: Run not found: nope"},
+		{"register without a file", &realmv1.DriveRunRequest{WorkflowId: "one", Register: true, Options: opts("openai", "m")},
+			"Error: --register registers a workflow file: give --workflow <file>, or register with realm workflow register <path>"},
 		{"no model", &realmv1.DriveRunRequest{WorkflowId: "one", Options: opts("openai", " ")},
 			"--model is required: realm has no default model. Name an OpenAI model; OpenAI lists them at https://developers.openai.com/api/docs/models."},
 		{"missing key", &realmv1.DriveRunRequest{WorkflowId: "one", Options: opts("anthropic", "m")},

@@ -16,8 +16,13 @@ import (
 // compiled is a registered definition made ready to run: its schemas
 // compiled and its conditions parsed once, not on every call.
 type compiled struct {
-	Def     *workflow.Definition
-	Stored  int64
+	Def    *workflow.Definition
+	Stored int64
+	// Hash is the SHA-256 (hex) of the definition as stored: what evidence
+	// entries name the deciding definition by (definition_hash).
+	Hash string
+	// Carried is a definition stored with its run, not registered.
+	Carried bool
 	params  *schema.Schema
 	input   map[string]*schema.Schema
 	output  map[string]*schema.Schema
@@ -47,6 +52,7 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 	c := &compiled{
 		Def:         &d,
 		Stored:      rec.Version,
+		Hash:        hashBytes(rec.Definition),
 		input:       map[string]*schema.Schema{},
 		output:      map[string]*schema.Schema{},
 		trace:       map[string]*schema.Schema{},

@@ -104,7 +104,7 @@ func (e *Engine) CreateWorkflow(ctx context.Context, req *realmv1.CreateWorkflow
 	if _, err := e.putDefinition(ctx, def); err != nil {
 		return nil, err
 	}
-	r, err := e.StartRun(ctx, &realmv1.StartRunRequest{WorkflowId: id, Params: &structpb.Struct{}, Caller: req.GetCaller()})
+	r, _, err := e.StartRun(ctx, &realmv1.StartRunRequest{WorkflowId: id, Params: &structpb.Struct{}, Caller: req.GetCaller()})
 	if err != nil {
 		return nil, err
 	}

@@ -68,14 +68,16 @@ type Options struct {
 // use and keeps no state that another replica would need: the run cache is
 // an optimisation that the store's compare-and-set keeps honest.
 type Engine struct {
-	st    store.Store
-	now   func() time.Time
-	log   *slog.Logger
-	defs  *defCache
-	runs  *runCache
-	reg   *registry.Registry
-	conns *connPool
-	m     *instruments
+	st   store.Store
+	now  func() time.Time
+	log  *slog.Logger
+	defs *defCache
+	// carriedDefs are the compiled definitions runs carry, by hash.
+	carriedDefs *carriedCache
+	runs        *runCache
+	reg         *registry.Registry
+	conns       *connPool
+	m           *instruments
 	// limits are the services' rate_limit buckets (nil: none).
 	limits *ratelimit.Redis
 	// drives counts the calls running handlers (see WaitDrives).
@@ -104,15 +106,16 @@ func New(o Options) *Engine {
 		o.RateLimits = ratelimit.NewRedis(r.Client(), r.Prefix()+":rate")
 	}
 	return &Engine{
-		limits: o.RateLimits,
-		st:     o.Store,
-		now:    o.Clock,
-		log:    o.Logger,
-		defs:   newDefCache(o.DefinitionTTL),
-		runs:   &runCache{max: o.RunCacheSize, m: map[string]*decoded{}},
-		reg:    o.Registry,
-		conns:  &connPool{opts: o.RunnerDialOptions},
-		m:      newInstruments(o.Metrics),
+		limits:      o.RateLimits,
+		st:          o.Store,
+		now:         o.Clock,
+		log:         o.Logger,
+		defs:        newDefCache(o.DefinitionTTL),
+		carriedDefs: &carriedCache{max: 256, m: map[string]*compiled{}},
+		runs:        &runCache{max: o.RunCacheSize, m: map[string]*decoded{}},
+		reg:         o.Registry,
+		conns:       &connPool{opts: o.RunnerDialOptions},
+		m:           newInstruments(o.Metrics),
 
 		claimWindow:     o.ClaimWindow,
 		leaseRenewEvery: o.LeaseRenewEvery,

@@ -54,8 +54,16 @@ func (e *Engine) ExportRun(ctx context.Context, req *realmv1.ExportRunRequest) (
 		// incomplete; it never stops the export.
 		artifactErrors = append(artifactErrors, map[string]any{"artifact": "failed-attempt sidecar", "code": string(errcode.EngineStoreFailed), "message": attemptsErr.Error()})
 	}
+	if raw, ok := snap.Outputs[definitionField]; ok {
+		// The definition the run carries is part of its record: a bundle
+		// read elsewhere names the steps' rules without the registry.
+		var def any
+		if json.Unmarshal(raw, &def) == nil {
+			run["definition"] = def
+		}
+	}
 	for k, raw := range snap.Outputs {
-		if k == attemptsField {
+		if k == attemptsField || k == definitionField {
 			continue
 		}
 		var v any

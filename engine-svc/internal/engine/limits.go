@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -30,7 +29,7 @@ func (t *txn) outputsFit(step string, v any) (int, bool) {
 	total := 0
 	if t.base != nil {
 		for k, raw := range t.base.Outputs {
-			if _, replaced := t.newOutputs[k]; replaced || k == step || k == attemptsField || strings.HasPrefix(k, traceField) {
+			if _, replaced := t.newOutputs[k]; replaced || k == step || internalField(k) {
 				continue
 			}
 			total += len(raw)

@@ -44,41 +44,62 @@ func agentAction(code errcode.Code) realmv1.AgentAction {
 }
 
 // StartRun creates a run, runs every auto step that is ready, and replies
-// at the first step for the agent, a gate, or the end.
-func (e *Engine) StartRun(ctx context.Context, req *realmv1.StartRunRequest) (*realmv1.Reply, error) {
+// at the first step for the agent, a gate, or the end. With a workflow
+// source the run carries that definition instead of reading the registered
+// copy (carried.go); the loader's report comes back with the reply.
+func (e *Engine) StartRun(ctx context.Context, req *realmv1.StartRunRequest) (*realmv1.Reply, *workflow.Report, error) {
 	const command = "start_run"
-	def, err := e.definition(ctx, req.GetWorkflowId())
-	var missing *errWorkflowMissing
-	if errors.As(err, &missing) {
-		return refusal(command, "", errcode.StateWorkflowNotFound,
-			fmt.Sprintf("Workflow '%s' not found.", req.GetWorkflowId()), nil), nil
-	}
-	if err != nil {
-		return nil, err
+	def, carried, rep, ref, err := e.startDefinition(ctx, req)
+	if err != nil || ref != nil {
+		return ref, rep, err
 	}
 	params := req.GetParams().AsMap()
 	if def.params != nil {
 		if errs := def.params.Validate(params); len(errs) > 0 {
 			msg := fmt.Sprintf("Invalid params for workflow '%s': %s", def.Def.ID, errs[0].RootedText())
-			return refusal(command, "", errcode.ValidationInputSchema, msg, map[string]any{"errors": schemaErrors(errs)}), nil
+			return refusal(command, "", errcode.ValidationInputSchema, msg, map[string]any{"errors": schemaErrors(errs)}), rep, nil
 		}
 	}
 	t, deduped, ref, err := e.createOrMatch(ctx, def, params, createOpts{
 		key: req.GetIdempotencyKey(), onLive: req.GetOnLiveMatch(), onTerminal: req.GetOnTerminalMatch(),
-		chain: true, caller: req.GetCaller(),
+		chain: true, caller: req.GetCaller(), carried: carried,
 	})
 	if err != nil || ref != nil {
-		return ref, err
+		return ref, rep, err
 	}
 	if deduped {
-		return t.matchedReply("start_run"), nil
+		return t.matchedReply("start_run"), rep, nil
 	}
 	if err := e.drive(ctx, t); err != nil {
-		return nil, err
+		return nil, rep, err
 	}
 	r := t.finish(t.createdReply(command))
 	r.Deduped = ptr(false)
-	return r, nil
+	return r, rep, nil
+}
+
+// startDefinition is the definition start_run creates a run of: the
+// workflow source's (with its bytes, to be carried, and the loader's
+// report), else the registered copy. A refusal creates nothing.
+func (e *Engine) startDefinition(ctx context.Context, req *realmv1.StartRunRequest) (*compiled, []byte, *workflow.Report, *realmv1.Reply, error) {
+	const command = "start_run"
+	if src := req.GetWorkflowSource(); src != nil {
+		def, b, rep, err := e.sourceDefinition(ctx, src)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		if def == nil {
+			return nil, nil, rep, invalidSource(rep), nil
+		}
+		return def, b, rep, nil, nil
+	}
+	def, err := e.definition(ctx, req.GetWorkflowId())
+	var missing *errWorkflowMissing
+	if errors.As(err, &missing) {
+		return nil, nil, nil, refusal(command, "", errcode.StateWorkflowNotFound,
+			fmt.Sprintf("Workflow '%s' not found.", req.GetWorkflowId()), nil), nil
+	}
+	return def, nil, nil, nil, err
 }
 
 // createOpts say how a run is created.
@@ -87,6 +108,8 @@ type createOpts struct {
 	// chain runs ready auto steps (start_run); a batch runs none.
 	chain  bool
 	caller *realmv1.Caller
+	// carried is the definition the run carries (nil: the registered copy).
+	carried []byte
 }
 
 // keyOf scopes an idempotency key to its workflow: the same key under
@@ -126,6 +149,9 @@ func (e *Engine) createOrMatch(ctx context.Context, def *compiled, params map[st
 		t.run.IdempotencyKey = o.key
 		t.run.RerunOf = rerunOf
 		t.run.ParentRunID = o.parent
+		if o.carried != nil {
+			t.carry(o.carried)
+		}
 		if key != "" {
 			t.run.ID = e.st.NewRunID(key)
 			t.idemKey, t.idemExpect = key, expect

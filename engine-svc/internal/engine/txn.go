@@ -61,6 +61,9 @@ type pending struct {
 	idemKey       string
 	idemExpect    string
 	create        bool
+	// carriedDef is the definition a created run carries (carried.go),
+	// written once with the create.
+	carriedDef []byte
 	// maint marks a maintenance rewrite (gc --heal, migrate --stamp-seals):
 	// the record's meaning is unchanged, so it never starts a finalizer
 	// ledger; keepUpdatedAt also leaves updated_at as it was (a stamped
@@ -89,6 +92,7 @@ func (t *txn) setOutput(step string, v any) {
 
 // appendEvidence adds an entry to the record.
 func (t *txn) appendEvidence(e *record.Entry) {
+	t.stampDefinition(e)
 	if e.EvidenceHash == "" {
 		b, _ := t.encodeJSON(e.OutputSummary)
 		e.EvidenceHash = hashBytes(b)

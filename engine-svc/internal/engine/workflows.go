@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -23,8 +24,8 @@ func load(src *realmv1.WorkflowSource, strict bool) (*workflow.Definition, *work
 	return workflow.Load(src.GetYaml(), workflow.LoadOptions{Path: src.GetPath(), Files: src.GetFiles(), FileErrors: src.GetFileErrors(), Strict: strict})
 }
 
-// reportProto converts a loader report.
-func reportProto(r *workflow.Report) *realmv1.WorkflowReport {
+// ReportProto converts a loader report.
+func ReportProto(r *workflow.Report) *realmv1.WorkflowReport {
 	out := &realmv1.WorkflowReport{
 		Valid:         r.Valid,
 		WorkflowId:    r.WorkflowID,
@@ -47,7 +48,7 @@ func reportProto(r *workflow.Report) *realmv1.WorkflowReport {
 // ValidateWorkflow runs the loader and stores nothing.
 func (e *Engine) ValidateWorkflow(_ context.Context, req *realmv1.ValidateWorkflowRequest) (*realmv1.ValidateWorkflowResponse, error) {
 	_, rep := load(req.GetSource(), req.GetStrict())
-	return &realmv1.ValidateWorkflowResponse{Report: reportProto(rep)}, nil
+	return &realmv1.ValidateWorkflowResponse{Report: ReportProto(rep)}, nil
 }
 
 // RegisterWorkflow validates a workflow and stores a new version of it.
@@ -63,7 +64,7 @@ func (e *Engine) RegisterWorkflow(ctx context.Context, req *realmv1.RegisterWork
 			def = nil
 		}
 	}
-	resp := &realmv1.RegisterWorkflowResponse{Report: reportProto(rep)}
+	resp := &realmv1.RegisterWorkflowResponse{Report: ReportProto(rep)}
 	if def == nil || !rep.Valid {
 		return resp, nil
 	}
@@ -152,11 +153,8 @@ var concurrencyRules = []string{
 
 // GetWorkflowProtocol describes a workflow for an assistant.
 func (e *Engine) GetWorkflowProtocol(ctx context.Context, req *realmv1.GetWorkflowProtocolRequest) (*realmv1.GetWorkflowProtocolResponse, error) {
-	c, err := e.definition(ctx, req.GetWorkflowId())
+	c, err := e.protocolDefinition(ctx, req)
 	if err != nil {
-		if _, ok := err.(*errWorkflowMissing); ok {
-			return nil, errcode.New(errcode.StateWorkflowNotFound, "Workflow not found: "+req.GetWorkflowId())
-		}
 		return nil, err
 	}
 	d := c.Def
@@ -232,6 +230,34 @@ func (e *Engine) GetWorkflowProtocol(ctx context.Context, req *realmv1.GetWorkfl
 		return nil, errcode.Wrap(errcode.EngineInternal, err, "encode workflow: "+err.Error())
 	}
 	return &realmv1.GetWorkflowProtocolResponse{Protocol: toStruct(p), Definition: def}, nil
+}
+
+// protocolDefinition is the definition get_workflow_protocol describes:
+// with a run id, the one that run's steps are decided by (the copy it
+// carries, else the registered copy); else the registered copy.
+func (e *Engine) protocolDefinition(ctx context.Context, req *realmv1.GetWorkflowProtocolRequest) (*compiled, error) {
+	id := req.GetWorkflowId()
+	if req.GetRunId() == "" {
+		c, err := e.definition(ctx, id)
+		if _, ok := err.(*errWorkflowMissing); ok {
+			return nil, errcode.New(errcode.StateWorkflowNotFound, "Workflow not found: "+id)
+		}
+		return c, err
+	}
+	t, err := e.read(ctx, req.GetRunId())
+	if errors.Is(err, errRunNotFound) {
+		return nil, errcode.New(errcode.StateRunNotFound, "Run not found: "+req.GetRunId())
+	}
+	if err != nil {
+		return nil, err
+	}
+	if id != "" && id != t.run.WorkflowID {
+		return nil, errcode.Newf(errcode.StateWorkflowNotFound, "Run '%s' is a run of workflow '%s', not of '%s'.", t.run.ID, t.run.WorkflowID, id)
+	}
+	if t.def == nil {
+		return nil, errcode.New(errcode.StateWorkflowNotFound, t.defErr.Error())
+	}
+	return t.def, nil
 }
 
 func toAny(xs []string) []any {

@@ -46,9 +46,17 @@ const maxWriteAttempts = 16
 var errRunNotFound = errors.New("run not found")
 
 // errWorkflowMissing wraps a definition that cannot be read.
-type errWorkflowMissing struct{ id string }
+type errWorkflowMissing struct {
+	id string
+	// carried: the run's own copy is missing (never written so: a damaged
+	// record), not the registered one.
+	carried bool
+}
 
 func (e *errWorkflowMissing) Error() string {
+	if e.carried {
+		return fmt.Sprintf("Workflow not found: %s — the definition this run carries (it was started from a file without --register) is missing from its record.", e.id)
+	}
 	return fmt.Sprintf("Workflow not found: %s", e.id)
 }
 
@@ -161,6 +169,8 @@ type decoded struct {
 	traces  map[string][]byte // buffered trace entries by step (raw JSON)
 	// attempts is the stored refused-answers list (raw JSON), nil if none.
 	attempts []byte
+	// definition is the definition the run carries (raw JSON), nil if none.
+	definition []byte
 }
 
 func decode(snap *store.Snapshot) (*decoded, error) {
@@ -172,10 +182,14 @@ func decode(snap *store.Snapshot) (*decoded, error) {
 	r.Normalize()
 	outputs := make(map[string]any, len(snap.Outputs))
 	traces := map[string][]byte{}
-	var attempts []byte
+	var attempts, definition []byte
 	for step, raw := range snap.Outputs {
 		if step == attemptsField {
 			attempts = raw
+			continue
+		}
+		if step == definitionField {
+			definition = raw
 			continue
 		}
 		if name, ok := strings.CutPrefix(step, traceField); ok {
@@ -188,7 +202,7 @@ func decode(snap *store.Snapshot) (*decoded, error) {
 		}
 		outputs[step] = v
 	}
-	return &decoded{snap: snap, run: &r, outputs: outputs, traces: traces, attempts: attempts}, nil
+	return &decoded{snap: snap, run: &r, outputs: outputs, traces: traces, attempts: attempts, definition: definition}, nil
 }
 
 // begin starts a transaction on a decoded snapshot. The run is cloned and
@@ -196,7 +210,7 @@ func decode(snap *store.Snapshot) (*decoded, error) {
 // outputs themselves are never changed in place.
 func (e *Engine) begin(ctx context.Context, d *decoded) (*txn, error) {
 	t := &txn{e: e, snap: snap{run: d.run.Clone(), outputs: maps.Clone(d.outputs), traces: maps.Clone(d.traces), now: e.now(), base: d.snap, wasTerminal: d.run.Terminal(), attempts: d.attempts}}
-	def, err := e.definition(ctx, t.run.WorkflowID)
+	def, err := e.runDefinition(ctx, d)
 	if err != nil {
 		var missing *errWorkflowMissing
 		if !errors.As(err, &missing) {
@@ -235,7 +249,7 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 	e.m.write("ok", time.Since(began))
 	e.m.committed(t)
 	e.logCommit(ctx, t, next.Version)
-	e.runs.put(t.run.ID, &decoded{snap: next, run: t.run.Clone(), outputs: maps.Clone(t.outputs), traces: maps.Clone(t.traces), attempts: t.attempts})
+	e.runs.put(t.run.ID, &decoded{snap: next, run: t.run.Clone(), outputs: maps.Clone(t.outputs), traces: maps.Clone(t.traces), attempts: t.attempts, definition: next.Outputs[definitionField]})
 	return nil
 }
 
@@ -301,6 +315,13 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 		} else {
 			next.Outputs[traceField+step] = b
 		}
+	}
+	if t.carriedDef != nil {
+		if c.Outputs == nil {
+			c.Outputs = map[string][]byte{}
+		}
+		c.Outputs[definitionField] = t.carriedDef
+		next.Outputs[definitionField] = t.carriedDef
 	}
 	if t.attemptsDirty {
 		if c.Outputs == nil {

@@ -123,6 +123,7 @@ func (r *renderer) header() string {
 	phase := run.Phase()
 	line(&b, "Run: %s", clean(run.ID))
 	line(&b, "Workflow: %s v%s", clean(run.WorkflowID), version(run.WorkflowVersion))
+	r.definitions(&b)
 	if phase == record.PhaseCompleted {
 		line(&b, "Phase: completed  ✓")
 	} else {
@@ -172,6 +173,52 @@ func (r *renderer) header() string {
 		r.next(&b)
 	}
 	return b.String()
+}
+
+// definitions writes where the run's definition comes from when it is not
+// the registered copy, and one line per change of the definition that
+// decided its steps, read from the evidence entries' definition_version
+// and definition_hash (beyond the original, which keeps no such record:
+// docs/workflows.md, "Running a file without registering"). Entries
+// without a hash (older records, or written while the definition could
+// not be read) are passed over.
+func (r *renderer) definitions(b *strings.Builder) {
+	if r.run.DefinitionSource == record.DefinitionCarried {
+		line(b, "Definition: carried by the run (started from a file without --register); registering '%s' does not change it", clean(r.run.WorkflowID))
+	}
+	var prev *record.Entry
+	for _, e := range r.in.Entries {
+		if e.DefinitionHash == "" {
+			continue
+		}
+		if prev != nil && e.DefinitionHash != prev.DefinitionHash {
+			line(b, "Definition: %s → %s at step '%s'", definitionLabel(prev, e), definitionLabel(e, prev), clean(e.StepID))
+		}
+		prev = e
+	}
+}
+
+// definitionLabel names e's definition as v<version>, with the start of
+// its hash when other (the definition it is compared with) has the same
+// version label: a changed file registered under an unchanged version.
+func definitionLabel(e, other *record.Entry) string {
+	var v float64
+	if e.DefinitionVersion != nil {
+		v = *e.DefinitionVersion
+	}
+	label := "v" + version(v)
+	if other.DefinitionVersion != nil && *other.DefinitionVersion == v {
+		label += " (" + clean(shortHash(e.DefinitionHash)) + ")"
+	}
+	return label
+}
+
+// shortHash is the first 12 characters of a hash.
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
 
 // version writes a workflow version as JavaScript would: 1, not 1.0.

@@ -686,3 +686,52 @@ func TestRenderNilRunIsEmpty(t *testing.T) {
 		t.Errorf("Render of no run = %q, want empty", got)
 	}
 }
+
+// The header names every change of the definition that decided the run's
+// entries, and says when the run carries its own; entries without a
+// definition (older records) say nothing.
+func TestRenderDefinitionChanges(t *testing.T) {
+	t.Parallel()
+	decided := func(step string, v float64, hash string) *record.Entry {
+		e := &record.Entry{StepID: step, Status: "success", StartedAt: at(30), CompletedAt: at(30), DefinitionHash: hash}
+		if hash != "" {
+			e.DefinitionVersion = &v
+		}
+		return e
+	}
+	for _, tc := range []struct {
+		name    string
+		carried bool
+		entries []*record.Entry
+		want    []string
+	}{
+		{"one definition throughout", false, []*record.Entry{decided("a", 1, "aaaa"), decided("b", 1, "aaaa")}, nil},
+		{"older entries name none", false, []*record.Entry{decided("a", 0, ""), decided("b", 0, "")}, nil},
+		{"a new version, then back", false, []*record.Entry{decided("a", 1, "aaaa"), decided("b", 2, "bbbb"), decided("c", 1, "aaaa")},
+			[]string{"Definition: v1 → v2 at step 'b'", "Definition: v2 → v1 at step 'c'"}},
+		{"same label, other content", false, []*record.Entry{decided("a", 1, "aaaa0000000000ff"), decided("b", 1, "bbbb0000000000ff")},
+			[]string{"Definition: v1 (aaaa00000000) → v1 (bbbb00000000) at step 'b'"}},
+		{"an entry without one in between", false, []*record.Entry{decided("a", 1, "aaaa"), decided("x", 0, ""), decided("b", 2, "bbbb")},
+			[]string{"Definition: v1 → v2 at step 'b'"}},
+		{"carried", true, []*record.Entry{decided("a", 1, "aaaa")},
+			[]string{"Definition: carried by the run (started from a file without --register); registering 'orders' does not change it"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := run(func(r *record.Run) {
+				if tc.carried {
+					r.DefinitionSource = record.DefinitionCarried
+				}
+			})
+			var got []string
+			for _, l := range strings.Split(Render(Input{Run: r, Entries: tc.entries, Now: now}), "\n") {
+				if strings.HasPrefix(l, "Definition: ") {
+					got = append(got, l)
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("definition lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}

@@ -88,6 +88,10 @@ func ParseTime(s string) time.Time {
 	return t
 }
 
+// DefinitionCarried is Run.DefinitionSource of a run that carries its own
+// definition.
+const DefinitionCarried = "run"
+
 // Run is the run document.
 type Run struct {
 	ID              string         `json:"id"`
@@ -101,6 +105,11 @@ type Run struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	RerunOf        string `json:"rerun_of,omitempty"`
 	ParentRunID    string `json:"parent_run_id,omitempty"`
+	// DefinitionSource is DefinitionCarried when the run was started from a
+	// workflow file without registering it: its steps are decided by the
+	// copy stored with the run, never by the registered copy of its id.
+	// Absent: the registered copy (re-read as the run moves).
+	DefinitionSource string `json:"definition_source,omitempty"`
 
 	CompletedSteps       []string                    `json:"completed_steps"`
 	InProgressSteps      []string                    `json:"in_progress_steps"`
@@ -353,6 +362,12 @@ type Entry struct {
 	// ToolCalls are the model's tool calls behind an agent step's answer
 	// when Realm's driver made them (run-record §3, agent-driver §10.4).
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// DefinitionVersion and DefinitionHash name the definition the engine
+	// held when it wrote the entry: its version label and the SHA-256 (hex)
+	// of the definition as stored. A re-registration mid-run shows as a
+	// change between entries (beyond the original: docs/realm-vs-original.md).
+	DefinitionVersion *float64 `json:"definition_version,omitempty"`
+	DefinitionHash    string   `json:"definition_hash,omitempty"`
 }
 
 // ToolCall is one model tool call of an attempt: result is null when the

@@ -62,25 +62,50 @@ func (s *Server) ListWorkflows(ctx context.Context, req *realmv1.ListWorkflowsRe
 }
 
 func (s *Server) GetWorkflowProtocol(ctx context.Context, req *realmv1.GetWorkflowProtocolRequest) (*realmv1.GetWorkflowProtocolResponse, error) {
-	if err := required("workflow_id", req.GetWorkflowId()); err != nil {
-		return nil, err
+	if req.GetRunId() == "" {
+		if err := required("workflow_id", req.GetWorkflowId()); err != nil {
+			return nil, err
+		}
 	}
 	resp, err := s.e.GetWorkflowProtocol(ctx, req)
 	return resp, grpcErr(err)
 }
 
 func (s *Server) StartRun(ctx context.Context, req *realmv1.StartRunRequest) (*realmv1.StartRunResponse, error) {
-	if err := required("workflow_id", req.GetWorkflowId()); err != nil {
+	if err := startRunTarget(req); err != nil {
 		return nil, err
 	}
 	if err := engine.WithinSize("The run's params", req.GetParams(), engine.MaxValueBytes); err != nil {
 		return nil, grpcErr(err)
 	}
-	r, err := s.e.StartRun(ctx, req)
+	// A carried definition is stored with the run and read on every act on
+	// it: it is bounded like any other value a run keeps.
+	if src := req.GetWorkflowSource(); src != nil {
+		if err := engine.WithinSize("The workflow source", src, engine.MaxValueBytes); err != nil {
+			return nil, grpcErr(err)
+		}
+	}
+	r, rep, err := s.e.StartRun(ctx, req)
 	if err != nil {
 		return nil, grpcErr(err)
 	}
-	return &realmv1.StartRunResponse{Reply: r}, nil
+	resp := &realmv1.StartRunResponse{Reply: r}
+	if rep != nil {
+		resp.Report = engine.ReportProto(rep)
+	}
+	return resp, nil
+}
+
+// startRunTarget checks start_run names exactly one of a workflow id and
+// a workflow source.
+func startRunTarget(req *realmv1.StartRunRequest) error {
+	switch {
+	case req.GetWorkflowSource() != nil && req.GetWorkflowId() != "":
+		return status.Error(codes.InvalidArgument, "give workflow_id or workflow_source, not both: a run started from a source carries its own definition, and workflow_id would be ignored")
+	case req.GetWorkflowSource() != nil:
+		return nil
+	}
+	return required("workflow_id", req.GetWorkflowId())
 }
 
 func (s *Server) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepRequest) (*realmv1.ExecuteStepResponse, error) {

@@ -339,7 +339,8 @@ type DriveRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Exactly one of workflow_id, workflow_source and run_id.
 	WorkflowId string `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
-	// workflow_source is a workflow file: it is registered, then run.
+	// workflow_source is a workflow file: it is run without registering it
+	// (the run carries its definition) unless register is set.
 	WorkflowSource *WorkflowSource `protobuf:"bytes,2,opt,name=workflow_source,json=workflowSource,proto3" json:"workflow_source,omitempty"`
 	RunId          string          `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// params are the new run's parameters; refused with run_id.
@@ -352,7 +353,11 @@ type DriveRunRequest struct {
 	// stream while the caller listens, and the drive goes on when the caller
 	// goes away (it ends with the run, a block, or agent-svc's shutdown).
 	// Without it a drive stops when its caller's stream ends.
-	Detach        bool `protobuf:"varint,7,opt,name=detach,proto3" json:"detach,omitempty"`
+	Detach bool `protobuf:"varint,7,opt,name=detach,proto3" json:"detach,omitempty"`
+	// register registers workflow_source (replacing the registered copy of
+	// its id) before the run starts from the registered copy; refused
+	// without workflow_source.
+	Register      bool `protobuf:"varint,8,opt,name=register,proto3" json:"register,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -432,6 +437,13 @@ func (x *DriveRunRequest) GetCaller() *Caller {
 func (x *DriveRunRequest) GetDetach() bool {
 	if x != nil {
 		return x.Detach
+	}
+	return false
+}
+
+func (x *DriveRunRequest) GetRegister() bool {
+	if x != nil {
+		return x.Register
 	}
 	return false
 }
@@ -835,7 +847,7 @@ const file_realm_v1_agent_proto_rawDesc = "" +
 	"\x13llm_timeout_seconds\x18\x06 \x01(\x05R\x11llmTimeoutSeconds\x12!\n" +
 	"\fprompt_cache\x18\a \x01(\bR\vpromptCache\x12*\n" +
 	"\x11mint_writer_nonce\x18\b \x01(\bR\x0fmintWriterNonceB\x11\n" +
-	"\x0f_schema_retries\"\xb1\x02\n" +
+	"\x0f_schema_retries\"\xcd\x02\n" +
 	"\x0fDriveRunRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12A\n" +
@@ -844,7 +856,8 @@ const file_realm_v1_agent_proto_rawDesc = "" +
 	"\x06params\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06params\x120\n" +
 	"\aoptions\x18\x05 \x01(\v2\x16.realm.v1.DriveOptionsR\aoptions\x12(\n" +
 	"\x06caller\x18\x06 \x01(\v2\x10.realm.v1.CallerR\x06caller\x12\x16\n" +
-	"\x06detach\x18\a \x01(\bR\x06detach\"N\n" +
+	"\x06detach\x18\a \x01(\bR\x06detach\x12\x1a\n" +
+	"\bregister\x18\b \x01(\bR\bregister\"N\n" +
 	"\tDriveLine\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12-\n" +
 	"\x06stream\x18\x02 \x01(\x0e2\x15.realm.v1.DriveStreamR\x06stream\"\xcc\x01\n" +

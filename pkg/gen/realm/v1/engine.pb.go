@@ -882,8 +882,13 @@ func (x *ListWorkflowsResponse) GetNextPageToken() string {
 }
 
 type GetWorkflowProtocolRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WorkflowId    string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	WorkflowId string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	// run_id, instead of (or with) workflow_id, asks for the definition that
+	// run's steps are decided by: the copy the run carries when it was
+	// started from a file without registering, else the registered copy.
+	// With both, workflow_id must be the run's workflow.
+	RunId         string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -925,12 +930,20 @@ func (x *GetWorkflowProtocolRequest) GetWorkflowId() string {
 	return ""
 }
 
+func (x *GetWorkflowProtocolRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
 type GetWorkflowProtocolResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// protocol is the reply object of get_workflow_protocol, composed by the engine.
 	Protocol *structpb.Struct `protobuf:"bytes,1,opt,name=protocol,proto3" json:"protocol,omitempty"`
-	// definition is the registered definition the protocol was composed from
-	// (latest version; JSON of pkg/workflow.Definition). Tools that evaluate
+	// definition is the definition the protocol was composed from (the
+	// registered copy's latest version, or the copy a run carries; JSON of
+	// pkg/workflow.Definition). Tools that evaluate
 	// its conditions offline read it (`realm run replay`); front doors do not
 	// pass it on (the protocol is the get_workflow_protocol contract).
 	Definition    []byte `protobuf:"bytes,2,opt,name=definition,proto3" json:"definition,omitempty"`
@@ -1096,15 +1109,22 @@ func (x *CreateWorkflowResponse) GetReply() *Reply {
 }
 
 type StartRunRequest struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	WorkflowId      string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
-	Params          *structpb.Struct       `protobuf:"bytes,2,opt,name=params,proto3" json:"params,omitempty"`
-	IdempotencyKey  string                 `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	OnLiveMatch     string                 `protobuf:"bytes,4,opt,name=on_live_match,json=onLiveMatch,proto3" json:"on_live_match,omitempty"`
-	OnTerminalMatch string                 `protobuf:"bytes,5,opt,name=on_terminal_match,json=onTerminalMatch,proto3" json:"on_terminal_match,omitempty"`
-	Caller          *Caller                `protobuf:"bytes,6,opt,name=caller,proto3" json:"caller,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one of workflow_id and workflow_source.
+	WorkflowId      string           `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	Params          *structpb.Struct `protobuf:"bytes,2,opt,name=params,proto3" json:"params,omitempty"`
+	IdempotencyKey  string           `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	OnLiveMatch     string           `protobuf:"bytes,4,opt,name=on_live_match,json=onLiveMatch,proto3" json:"on_live_match,omitempty"`
+	OnTerminalMatch string           `protobuf:"bytes,5,opt,name=on_terminal_match,json=onTerminalMatch,proto3" json:"on_terminal_match,omitempty"`
+	Caller          *Caller          `protobuf:"bytes,6,opt,name=caller,proto3" json:"caller,omitempty"`
+	// workflow_source runs a workflow file without registering it: the
+	// loader checks it as RegisterWorkflow does, and the definition is
+	// stored with the run, which every step of the run is then decided by
+	// (re-registering its id later does not change it). The registered copy
+	// of its id, if any, is neither read nor written.
+	WorkflowSource *WorkflowSource `protobuf:"bytes,7,opt,name=workflow_source,json=workflowSource,proto3" json:"workflow_source,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StartRunRequest) Reset() {
@@ -1179,9 +1199,19 @@ func (x *StartRunRequest) GetCaller() *Caller {
 	return nil
 }
 
+func (x *StartRunRequest) GetWorkflowSource() *WorkflowSource {
+	if x != nil {
+		return x.WorkflowSource
+	}
+	return nil
+}
+
 type StartRunResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reply         *Reply                 `protobuf:"bytes,1,opt,name=reply,proto3" json:"reply,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Reply *Reply                 `protobuf:"bytes,1,opt,name=reply,proto3" json:"reply,omitempty"`
+	// report is the loader's report on workflow_source (absent without one);
+	// when it is not valid no run was created and reply is the refusal.
+	Report        *WorkflowReport `protobuf:"bytes,2,opt,name=report,proto3" json:"report,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1219,6 +1249,13 @@ func (*StartRunResponse) Descriptor() ([]byte, []int) {
 func (x *StartRunResponse) GetReply() *Reply {
 	if x != nil {
 		return x.Reply
+	}
+	return nil
+}
+
+func (x *StartRunResponse) GetReport() *WorkflowReport {
+	if x != nil {
+		return x.Report
 	}
 	return nil
 }
@@ -5254,10 +5291,11 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"unreadable\x12\x1a\n" +
 	"\bwarnings\x18\x04 \x03(\tR\bwarnings\x12\x12\n" +
 	"\x04hint\x18\x05 \x01(\tR\x04hint\x12&\n" +
-	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\"=\n" +
+	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\"T\n" +
 	"\x1aGetWorkflowProtocolRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
-	"workflowId\"r\n" +
+	"workflowId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\"r\n" +
 	"\x1bGetWorkflowProtocolResponse\x123\n" +
 	"\bprotocol\x18\x01 \x01(\v2\x17.google.protobuf.StructR\bprotocol\x12\x1e\n" +
 	"\n" +
@@ -5269,7 +5307,7 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x11unknown_arguments\x18\x03 \x03(\tR\x10unknownArguments\x12(\n" +
 	"\x06caller\x18\x04 \x01(\v2\x10.realm.v1.CallerR\x06caller\"?\n" +
 	"\x16CreateWorkflowResponse\x12%\n" +
-	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\x86\x02\n" +
+	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\xc9\x02\n" +
 	"\x0fStartRunRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12/\n" +
@@ -5277,9 +5315,11 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12\"\n" +
 	"\ron_live_match\x18\x04 \x01(\tR\vonLiveMatch\x12*\n" +
 	"\x11on_terminal_match\x18\x05 \x01(\tR\x0fonTerminalMatch\x12(\n" +
-	"\x06caller\x18\x06 \x01(\v2\x10.realm.v1.CallerR\x06caller\"9\n" +
+	"\x06caller\x18\x06 \x01(\v2\x10.realm.v1.CallerR\x06caller\x12A\n" +
+	"\x0fworkflow_source\x18\a \x01(\v2\x18.realm.v1.WorkflowSourceR\x0eworkflowSource\"k\n" +
 	"\x10StartRunResponse\x12%\n" +
-	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"e\n" +
+	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\x120\n" +
+	"\x06report\x18\x02 \x01(\v2\x18.realm.v1.WorkflowReportR\x06report\"e\n" +
 	"\tBatchItem\x12/\n" +
 	"\x06params\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06params\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"\xb0\x02\n" +
@@ -5788,142 +5828,144 @@ var file_realm_v1_engine_proto_depIdxs = []int32{
 	80,  // 15: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
 	77,  // 16: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
 	79,  // 17: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 18: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
-	77,  // 19: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
-	18,  // 20: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
-	79,  // 21: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
-	77,  // 22: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
-	81,  // 23: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
-	82,  // 24: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
-	20,  // 25: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
-	21,  // 26: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
-	80,  // 27: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
-	77,  // 28: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
-	77,  // 29: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
-	23,  // 30: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
-	79,  // 31: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
-	83,  // 32: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
-	77,  // 33: realm.v1.ExecuteStepRequest.structured_output:type_name -> google.protobuf.Struct
-	84,  // 34: realm.v1.ExecuteStepRequest.tool_calls:type_name -> realm.v1.ToolCall
-	80,  // 35: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
-	79,  // 36: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
-	80,  // 37: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
-	79,  // 38: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 39: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
-	85,  // 40: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
-	76,  // 41: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
-	77,  // 42: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
-	76,  // 43: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
-	81,  // 44: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
-	31,  // 45: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
-	76,  // 46: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 47: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
-	77,  // 48: realm.v1.RunState.params:type_name -> google.protobuf.Struct
-	82,  // 49: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
-	77,  // 50: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
-	77,  // 51: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
-	77,  // 52: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
-	32,  // 53: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
-	80,  // 54: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
-	79,  // 55: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
-	81,  // 56: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
-	80,  // 57: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
-	23,  // 58: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
-	79,  // 59: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
-	37,  // 60: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
-	80,  // 61: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
-	81,  // 62: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
-	81,  // 63: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
-	76,  // 64: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 65: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	76,  // 66: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
-	76,  // 67: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
-	40,  // 68: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	79,  // 69: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 70: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	79,  // 71: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 72: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
-	0,   // 73: realm.v1.PurgeRunResponse.refusal:type_name -> realm.v1.PurgeRefusal
-	79,  // 74: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 75: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
-	79,  // 76: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
-	80,  // 77: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
-	76,  // 78: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
-	79,  // 79: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
-	80,  // 80: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
-	86,  // 81: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
-	79,  // 82: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
-	79,  // 83: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
-	81,  // 84: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
-	63,  // 85: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
-	64,  // 86: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
-	67,  // 87: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
-	70,  // 88: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
-	70,  // 89: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
-	70,  // 90: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
-	70,  // 91: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
-	70,  // 92: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
-	4,   // 93: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	6,   // 94: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	8,   // 95: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	12,  // 96: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	14,  // 97: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	16,  // 98: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	19,  // 99: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	24,  // 100: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	26,  // 101: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	28,  // 102: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	30,  // 103: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	34,  // 104: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	36,  // 105: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	39,  // 106: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	42,  // 107: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	44,  // 108: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	46,  // 109: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	48,  // 110: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	50,  // 111: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	52,  // 112: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
-	54,  // 113: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
-	56,  // 114: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
-	58,  // 115: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
-	60,  // 116: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
-	62,  // 117: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
-	66,  // 118: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
-	69,  // 119: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
-	72,  // 120: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
-	5,   // 121: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	7,   // 122: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	11,  // 123: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	13,  // 124: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	15,  // 125: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	17,  // 126: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	22,  // 127: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	25,  // 128: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	27,  // 129: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	29,  // 130: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	33,  // 131: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	35,  // 132: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	38,  // 133: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	41,  // 134: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	43,  // 135: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	45,  // 136: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	47,  // 137: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	49,  // 138: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	51,  // 139: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	53,  // 140: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
-	55,  // 141: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
-	57,  // 142: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
-	59,  // 143: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
-	61,  // 144: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
-	65,  // 145: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
-	68,  // 146: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
-	71,  // 147: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
-	73,  // 148: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
-	121, // [121:149] is the sub-list for method output_type
-	93,  // [93:121] is the sub-list for method input_type
-	93,  // [93:93] is the sub-list for extension type_name
-	93,  // [93:93] is the sub-list for extension extendee
-	0,   // [0:93] is the sub-list for field type_name
+	1,   // 18: realm.v1.StartRunRequest.workflow_source:type_name -> realm.v1.WorkflowSource
+	80,  // 19: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
+	3,   // 20: realm.v1.StartRunResponse.report:type_name -> realm.v1.WorkflowReport
+	77,  // 21: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
+	18,  // 22: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
+	79,  // 23: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
+	77,  // 24: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
+	81,  // 25: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
+	82,  // 26: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
+	20,  // 27: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
+	21,  // 28: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
+	80,  // 29: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
+	77,  // 30: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
+	77,  // 31: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
+	23,  // 32: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
+	79,  // 33: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
+	83,  // 34: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
+	77,  // 35: realm.v1.ExecuteStepRequest.structured_output:type_name -> google.protobuf.Struct
+	84,  // 36: realm.v1.ExecuteStepRequest.tool_calls:type_name -> realm.v1.ToolCall
+	80,  // 37: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
+	79,  // 38: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
+	80,  // 39: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
+	79,  // 40: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 41: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
+	85,  // 42: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
+	76,  // 43: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
+	77,  // 44: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
+	76,  // 45: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
+	81,  // 46: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
+	31,  // 47: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
+	76,  // 48: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 49: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
+	77,  // 50: realm.v1.RunState.params:type_name -> google.protobuf.Struct
+	82,  // 51: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
+	77,  // 52: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
+	77,  // 53: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
+	77,  // 54: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
+	32,  // 55: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
+	80,  // 56: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
+	79,  // 57: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
+	81,  // 58: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
+	80,  // 59: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
+	23,  // 60: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
+	79,  // 61: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
+	37,  // 62: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
+	80,  // 63: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
+	81,  // 64: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
+	81,  // 65: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
+	76,  // 66: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	76,  // 67: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	76,  // 68: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	76,  // 69: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	40,  // 70: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
+	79,  // 71: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 72: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	79,  // 73: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 74: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	0,   // 75: realm.v1.PurgeRunResponse.refusal:type_name -> realm.v1.PurgeRefusal
+	79,  // 76: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
+	80,  // 77: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
+	79,  // 78: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
+	80,  // 79: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
+	76,  // 80: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
+	79,  // 81: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
+	80,  // 82: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
+	86,  // 83: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
+	79,  // 84: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
+	79,  // 85: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
+	81,  // 86: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
+	63,  // 87: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
+	64,  // 88: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
+	67,  // 89: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
+	70,  // 90: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
+	70,  // 91: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
+	70,  // 92: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
+	70,  // 93: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
+	70,  // 94: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
+	4,   // 95: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	6,   // 96: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	8,   // 97: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	12,  // 98: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	14,  // 99: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	16,  // 100: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	19,  // 101: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	24,  // 102: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	26,  // 103: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	28,  // 104: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	30,  // 105: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	34,  // 106: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	36,  // 107: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	39,  // 108: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	42,  // 109: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	44,  // 110: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	46,  // 111: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	48,  // 112: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	50,  // 113: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	52,  // 114: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
+	54,  // 115: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
+	56,  // 116: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
+	58,  // 117: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
+	60,  // 118: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
+	62,  // 119: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
+	66,  // 120: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
+	69,  // 121: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
+	72,  // 122: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
+	5,   // 123: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	7,   // 124: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	11,  // 125: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	13,  // 126: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	15,  // 127: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	17,  // 128: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	22,  // 129: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	25,  // 130: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	27,  // 131: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	29,  // 132: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	33,  // 133: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	35,  // 134: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	38,  // 135: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	41,  // 136: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	43,  // 137: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	45,  // 138: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	47,  // 139: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	49,  // 140: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	51,  // 141: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	53,  // 142: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
+	55,  // 143: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
+	57,  // 144: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
+	59,  // 145: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
+	61,  // 146: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
+	65,  // 147: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
+	68,  // 148: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
+	71,  // 149: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
+	73,  // 150: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
+	123, // [123:151] is the sub-list for method output_type
+	95,  // [95:123] is the sub-list for method input_type
+	95,  // [95:95] is the sub-list for extension type_name
+	95,  // [95:95] is the sub-list for extension extendee
+	0,   // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
