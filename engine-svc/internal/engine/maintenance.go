@@ -117,7 +117,6 @@ func countPage(resp *realmv1.GcRunsResponse, n int) {
 func (e *Engine) sweep(ctx context.Context, m store.Maintenance, req *realmv1.GcRunsRequest, page int, resp *realmv1.GcRunsResponse) error {
 	cutoff := e.now().Add(-time.Duration(req.GetOlderThanSeconds()) * time.Second)
 	err := m.EachResidue(ctx, page, func(found []store.Residue) error {
-		countPage(resp, len(found))
 		for _, f := range found {
 			// Age is known for evidence and the run indexes; a key whose
 			// age is unknown is reaped whatever the threshold: writes are

@@ -62,11 +62,12 @@ func (w *batchWalk) item(it *realmv1.OperatorItem) error {
 	case outcomeFailed:
 		s.Failed++
 	}
-	if it.GetResumable() && it.GetOutcome() != outcomeBlocked && it.GetOutcome() != outcomeWarned {
-		s.Resumable++
-	}
+	// What would be or was removed: resumable runs and bytes.
 	if it.GetOutcome() == outcomeWould || it.GetOutcome() == outcomeDone {
 		s.SizeBytes += it.GetSizeBytes()
+		if it.GetResumable() {
+			s.Resumable++
+		}
 	}
 	return w.emit(&realmv1.OperatorEvent{Event: &realmv1.OperatorEvent_Item{Item: it}})
 }

@@ -5153,7 +5153,7 @@ type GcRunsResponse struct {
 	// failures are one line per failed reap or heal.
 	Failures []string `protobuf:"bytes,9,rep,name=failures,proto3" json:"failures,omitempty"`
 	// runs_scanned counts the run documents heal read; pages the pages of
-	// the walk, largest_page the most runs or keys one page read.
+	// heal's walk, largest_page the most runs one page read.
 	RunsScanned   int64 `protobuf:"varint,10,opt,name=runs_scanned,json=runsScanned,proto3" json:"runs_scanned,omitempty"`
 	Pages         int64 `protobuf:"varint,11,opt,name=pages,proto3" json:"pages,omitempty"`
 	LargestPage   int32 `protobuf:"varint,12,opt,name=largest_page,json=largestPage,proto3" json:"largest_page,omitempty"`
