@@ -15,8 +15,26 @@ import (
 // progressEvery is how often a long batch walk reports on stderr.
 const progressEvery = 2 * time.Second
 
-// batchStream opens one of the engine's batch streams (DrainRuns, PurgeRuns).
-type batchStream func(context.Context, realmv1.EngineServiceClient) (grpc.ServerStreamingClient[realmv1.OperatorEvent], error)
+// batchStream opens one of the engine's batch streams (DrainRuns,
+// PurgeRuns) and returns its next-event function.
+type batchStream func(context.Context, realmv1.EngineServiceClient) (func() (*realmv1.OperatorEvent, error), error)
+
+// events adapts a batch stream whose responses each carry one event.
+func events[R any, PR interface {
+	*R
+	GetEvent() *realmv1.OperatorEvent
+}](s grpc.ServerStreamingClient[R], err error) (func() (*realmv1.OperatorEvent, error), error) {
+	if err != nil {
+		return nil, err
+	}
+	return func() (*realmv1.OperatorEvent, error) {
+		r, err := s.Recv()
+		if err != nil {
+			return nil, err
+		}
+		return PR(r).GetEvent(), nil
+	}, nil
+}
 
 // readBatch runs a batch act: each selected run goes to onItem as the
 // engine streams it, a progress line goes to stderr at most every
@@ -35,13 +53,13 @@ func (a *app) readBatch(ctx context.Context, open batchStream, onItem func(*real
 	idle := fmt.Errorf("engine-svc at %s sent nothing for %s", a.engineAddr(), a.timeout)
 	timer := time.AfterFunc(a.timeout, func() { cancel(idle) })
 	defer timer.Stop()
-	stream, err := open(sctx, engine)
+	next, err := open(sctx, engine)
 	if err != nil {
 		return nil, a.rpcError(err)
 	}
 	last := a.env.Now()
 	for {
-		ev, err := stream.Recv()
+		ev, err := next()
 		if err != nil {
 			if errors.Is(context.Cause(sctx), idle) {
 				return nil, &exitError{code: ExitUnreachable, msg: "Error: " + idle.Error()}

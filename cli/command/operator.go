@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/reply"
@@ -290,8 +289,8 @@ func (a *app) drainAll(ctx context.Context, caller *realmv1.Caller, force, expir
 	} else {
 		fmt.Fprintln(out, "Runs that WOULD be drained (each listed as it is found):")
 	}
-	sum, err := a.readBatch(ctx, func(ctx context.Context, e realmv1.EngineServiceClient) (grpc.ServerStreamingClient[realmv1.OperatorEvent], error) {
-		return e.DrainRuns(ctx, &realmv1.DrainRunsRequest{Force: force, Expired: expired, Caller: caller})
+	sum, err := a.readBatch(ctx, func(ctx context.Context, e realmv1.EngineServiceClient) (func() (*realmv1.OperatorEvent, error), error) {
+		return events(e.DrainRuns(ctx, &realmv1.DrainRunsRequest{Force: force, Expired: expired, Caller: caller}))
 	}, func(it *realmv1.OperatorItem) {
 		switch it.GetOutcome() {
 		case "would":
@@ -429,8 +428,8 @@ func (a *app) runPurgeCommand() *cobra.Command {
 // walks the store and streams each ended run it selects.
 func (a *app) purgeOlder(ctx context.Context, age time.Duration, workflowID string, force bool) error {
 	out := a.env.Stdout
-	sum, err := a.readBatch(ctx, func(ctx context.Context, e realmv1.EngineServiceClient) (grpc.ServerStreamingClient[realmv1.OperatorEvent], error) {
-		return e.PurgeRuns(ctx, &realmv1.PurgeRunsRequest{OlderThanSeconds: int64(age.Seconds()), WorkflowId: workflowID, Force: force})
+	sum, err := a.readBatch(ctx, func(ctx context.Context, e realmv1.EngineServiceClient) (func() (*realmv1.OperatorEvent, error), error) {
+		return events(e.PurgeRuns(ctx, &realmv1.PurgeRunsRequest{OlderThanSeconds: int64(age.Seconds()), WorkflowId: workflowID, Force: force}))
 	}, func(it *realmv1.OperatorItem) {
 		phase := reply.PhaseWord(it.GetRunPhase())
 		switch it.GetOutcome() {

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -38,14 +37,17 @@ func (b batch) ids(outcome string) []string {
 }
 
 // readBatch reads a batch stream to its end.
-func readBatch(t *testing.T, stream grpc.ServerStreamingClient[realmv1.OperatorEvent], err error) batch {
+func readBatch[R any, PR interface {
+	*R
+	GetEvent() *realmv1.OperatorEvent
+}](t *testing.T, stream grpc.ServerStreamingClient[R], err error) batch {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b batch
 	for {
-		ev, err := stream.Recv()
+		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			if b.summary == nil {
 				t.Fatal("the stream ended without a summary")
@@ -55,7 +57,7 @@ func readBatch(t *testing.T, stream grpc.ServerStreamingClient[realmv1.OperatorE
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch e := ev.GetEvent().(type) {
+		switch e := PR(resp).GetEvent().GetEvent().(type) {
 		case *realmv1.OperatorEvent_Item:
 			b.items = append(b.items, e.Item)
 		case *realmv1.OperatorEvent_Progress:
@@ -366,21 +368,30 @@ func TestResumeForceOverridesAClaimOfUnknownAgeButNeverAHealthyOne(t *testing.T)
 func TestBatchActsRefuseABadRequest(t *testing.T) {
 	t.Parallel()
 	e := setup(t, "miniredis")
-	for name, open := range map[string]func(context.Context) (grpc.ServerStreamingClient[realmv1.OperatorEvent], error){
-		"purge without an age": func(c context.Context) (grpc.ServerStreamingClient[realmv1.OperatorEvent], error) {
-			return e.client.PurgeRuns(c, &realmv1.PurgeRunsRequest{})
-		},
-		"purge page too large": func(c context.Context) (grpc.ServerStreamingClient[realmv1.OperatorEvent], error) {
-			return e.client.PurgeRuns(c, &realmv1.PurgeRunsRequest{OlderThanSeconds: 60, PageSize: 5000})
-		},
-		"drain negative page": func(c context.Context) (grpc.ServerStreamingClient[realmv1.OperatorEvent], error) {
-			return e.client.DrainRuns(c, &realmv1.DrainRunsRequest{PageSize: -1})
-		},
+	// A server stream's refusal arrives with its first Recv.
+	for name, err := range map[string]error{
+		"purge without an age": func() error {
+			s, err := e.client.PurgeRuns(ctx(t), &realmv1.PurgeRunsRequest{})
+			if err == nil {
+				_, err = s.Recv()
+			}
+			return err
+		}(),
+		"purge page too large": func() error {
+			s, err := e.client.PurgeRuns(ctx(t), &realmv1.PurgeRunsRequest{OlderThanSeconds: 60, PageSize: 5000})
+			if err == nil {
+				_, err = s.Recv()
+			}
+			return err
+		}(),
+		"drain negative page": func() error {
+			s, err := e.client.DrainRuns(ctx(t), &realmv1.DrainRunsRequest{PageSize: -1})
+			if err == nil {
+				_, err = s.Recv()
+			}
+			return err
+		}(),
 	} {
-		s, err := open(ctx(t))
-		if err == nil {
-			_, err = s.Recv()
-		}
 		if status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s: %v, want InvalidArgument", name, err)
 		}

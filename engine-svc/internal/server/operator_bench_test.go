@@ -65,16 +65,14 @@ type operatorOp struct {
 }
 
 func operatorOps(e *env) []operatorOp {
-	stream := func(open func(context.Context) (interface {
-		Recv() (*realmv1.OperatorEvent, error)
-	}, error)) func(context.Context) (int64, error) {
+	stream := func(open func(context.Context) (func() (*realmv1.OperatorEvent, error), error)) func(context.Context) (int64, error) {
 		return func(ctx context.Context) (int64, error) {
-			s, err := open(ctx)
+			next, err := open(ctx)
 			if err != nil {
 				return 0, err
 			}
 			for {
-				ev, err := s.Recv()
+				ev, err := next()
 				if errors.Is(err, io.EOF) {
 					return 0, errors.New("no summary")
 				}
@@ -88,18 +86,22 @@ func operatorOps(e *env) []operatorOp {
 		}
 	}
 	purge := func(force bool) func(context.Context) (int64, error) {
-		return stream(func(ctx context.Context) (interface {
-			Recv() (*realmv1.OperatorEvent, error)
-		}, error) {
-			return e.client.PurgeRuns(ctx, &realmv1.PurgeRunsRequest{OlderThanSeconds: 3600, Force: force})
+		return stream(func(ctx context.Context) (func() (*realmv1.OperatorEvent, error), error) {
+			s, err := e.client.PurgeRuns(ctx, &realmv1.PurgeRunsRequest{OlderThanSeconds: 3600, Force: force})
+			return func() (*realmv1.OperatorEvent, error) {
+				r, err := s.Recv()
+				return r.GetEvent(), err
+			}, err
 		})
 	}
 	return []operatorOp{
 		{"purge-dry", purge(false)},
-		{"drain-dry", stream(func(ctx context.Context) (interface {
-			Recv() (*realmv1.OperatorEvent, error)
-		}, error) {
-			return e.client.DrainRuns(ctx, &realmv1.DrainRunsRequest{Expired: true})
+		{"drain-dry", stream(func(ctx context.Context) (func() (*realmv1.OperatorEvent, error), error) {
+			s, err := e.client.DrainRuns(ctx, &realmv1.DrainRunsRequest{Expired: true})
+			return func() (*realmv1.OperatorEvent, error) {
+				r, err := s.Recv()
+				return r.GetEvent(), err
+			}, err
 		})},
 		{"gc-heal-dry", func(ctx context.Context) (int64, error) {
 			r, err := e.client.GcRuns(ctx, &realmv1.GcRunsRequest{Heal: true})

@@ -220,22 +220,26 @@ func (s *Server) PurgeRun(ctx context.Context, req *realmv1.PurgeRunRequest) (*r
 
 // DrainRuns streams drain --all / --expired (operator-only: not in
 // frontDoor).
-func (s *Server) DrainRuns(req *realmv1.DrainRunsRequest, stream grpc.ServerStreamingServer[realmv1.OperatorEvent]) error {
+func (s *Server) DrainRuns(req *realmv1.DrainRunsRequest, stream grpc.ServerStreamingServer[realmv1.DrainRunsResponse]) error {
 	if err := pageSize(req.GetPageSize()); err != nil {
 		return err
 	}
-	return grpcErr(s.e.DrainRuns(stream.Context(), req, stream.Send))
+	return grpcErr(s.e.DrainRuns(stream.Context(), req, func(ev *realmv1.OperatorEvent) error {
+		return stream.Send(&realmv1.DrainRunsResponse{Event: ev})
+	}))
 }
 
 // PurgeRuns streams purge --older-than (operator-only: not in frontDoor).
-func (s *Server) PurgeRuns(req *realmv1.PurgeRunsRequest, stream grpc.ServerStreamingServer[realmv1.OperatorEvent]) error {
+func (s *Server) PurgeRuns(req *realmv1.PurgeRunsRequest, stream grpc.ServerStreamingServer[realmv1.PurgeRunsResponse]) error {
 	if req.GetOlderThanSeconds() <= 0 {
 		return status.Error(codes.InvalidArgument, "older_than_seconds must be positive: purge selects ended runs idle at least that long")
 	}
 	if err := pageSize(req.GetPageSize()); err != nil {
 		return err
 	}
-	return grpcErr(s.e.PurgeRuns(stream.Context(), req, stream.Send))
+	return grpcErr(s.e.PurgeRuns(stream.Context(), req, func(ev *realmv1.OperatorEvent) error {
+		return stream.Send(&realmv1.PurgeRunsResponse{Event: ev})
+	}))
 }
 
 // pageSize refuses a negative page or one past engine.MaxPage.

@@ -3964,6 +3964,95 @@ func (x *PurgeRunsRequest) GetPageSize() int32 {
 	return 0
 }
 
+// DrainRunsResponse and PurgeRunsResponse are each one event of the stream.
+type DrainRunsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Event         *OperatorEvent         `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainRunsResponse) Reset() {
+	*x = DrainRunsResponse{}
+	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainRunsResponse) ProtoMessage() {}
+
+func (x *DrainRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainRunsResponse.ProtoReflect.Descriptor instead.
+func (*DrainRunsResponse) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *DrainRunsResponse) GetEvent() *OperatorEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+type PurgeRunsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Event         *OperatorEvent         `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeRunsResponse) Reset() {
+	*x = PurgeRunsResponse{}
+	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeRunsResponse) ProtoMessage() {}
+
+func (x *PurgeRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeRunsResponse.ProtoReflect.Descriptor instead.
+func (*PurgeRunsResponse) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *PurgeRunsResponse) GetEvent() *OperatorEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
 // OperatorEvent is one event of a batch act's stream: a run it selected, a
 // page it finished, or (last) the summary.
 type OperatorEvent struct {
@@ -3980,7 +4069,7 @@ type OperatorEvent struct {
 
 func (x *OperatorEvent) Reset() {
 	*x = OperatorEvent{}
-	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	mi := &file_realm_v1_engine_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3992,7 +4081,7 @@ func (x *OperatorEvent) String() string {
 func (*OperatorEvent) ProtoMessage() {}
 
 func (x *OperatorEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	mi := &file_realm_v1_engine_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4005,7 +4094,7 @@ func (x *OperatorEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorEvent.ProtoReflect.Descriptor instead.
 func (*OperatorEvent) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{53}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *OperatorEvent) GetEvent() isOperatorEvent_Event {
@@ -4086,7 +4175,7 @@ type OperatorItem struct {
 
 func (x *OperatorItem) Reset() {
 	*x = OperatorItem{}
-	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	mi := &file_realm_v1_engine_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4098,7 +4187,7 @@ func (x *OperatorItem) String() string {
 func (*OperatorItem) ProtoMessage() {}
 
 func (x *OperatorItem) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	mi := &file_realm_v1_engine_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4111,7 +4200,7 @@ func (x *OperatorItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorItem.ProtoReflect.Descriptor instead.
 func (*OperatorItem) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{54}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *OperatorItem) GetRunId() string {
@@ -4171,7 +4260,7 @@ type OperatorProgress struct {
 
 func (x *OperatorProgress) Reset() {
 	*x = OperatorProgress{}
-	mi := &file_realm_v1_engine_proto_msgTypes[55]
+	mi := &file_realm_v1_engine_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4183,7 +4272,7 @@ func (x *OperatorProgress) String() string {
 func (*OperatorProgress) ProtoMessage() {}
 
 func (x *OperatorProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[55]
+	mi := &file_realm_v1_engine_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4196,7 +4285,7 @@ func (x *OperatorProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorProgress.ProtoReflect.Descriptor instead.
 func (*OperatorProgress) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{55}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *OperatorProgress) GetScanned() int64 {
@@ -4247,7 +4336,7 @@ type OperatorSummary struct {
 
 func (x *OperatorSummary) Reset() {
 	*x = OperatorSummary{}
-	mi := &file_realm_v1_engine_proto_msgTypes[56]
+	mi := &file_realm_v1_engine_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4259,7 +4348,7 @@ func (x *OperatorSummary) String() string {
 func (*OperatorSummary) ProtoMessage() {}
 
 func (x *OperatorSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[56]
+	mi := &file_realm_v1_engine_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4272,7 +4361,7 @@ func (x *OperatorSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorSummary.ProtoReflect.Descriptor instead.
 func (*OperatorSummary) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{56}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *OperatorSummary) GetScanned() int64 {
@@ -4368,7 +4457,7 @@ type ReclaimRunRequest struct {
 
 func (x *ReclaimRunRequest) Reset() {
 	*x = ReclaimRunRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[57]
+	mi := &file_realm_v1_engine_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4380,7 +4469,7 @@ func (x *ReclaimRunRequest) String() string {
 func (*ReclaimRunRequest) ProtoMessage() {}
 
 func (x *ReclaimRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[57]
+	mi := &file_realm_v1_engine_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4393,7 +4482,7 @@ func (x *ReclaimRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReclaimRunRequest.ProtoReflect.Descriptor instead.
 func (*ReclaimRunRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{57}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ReclaimRunRequest) GetRunId() string {
@@ -4443,7 +4532,7 @@ type ReclaimRunResponse struct {
 
 func (x *ReclaimRunResponse) Reset() {
 	*x = ReclaimRunResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[58]
+	mi := &file_realm_v1_engine_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4455,7 +4544,7 @@ func (x *ReclaimRunResponse) String() string {
 func (*ReclaimRunResponse) ProtoMessage() {}
 
 func (x *ReclaimRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[58]
+	mi := &file_realm_v1_engine_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4468,7 +4557,7 @@ func (x *ReclaimRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReclaimRunResponse.ProtoReflect.Descriptor instead.
 func (*ReclaimRunResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{58}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReclaimRunResponse) GetReply() *Reply {
@@ -4496,7 +4585,7 @@ type ClaimStepRequest struct {
 
 func (x *ClaimStepRequest) Reset() {
 	*x = ClaimStepRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[59]
+	mi := &file_realm_v1_engine_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4508,7 +4597,7 @@ func (x *ClaimStepRequest) String() string {
 func (*ClaimStepRequest) ProtoMessage() {}
 
 func (x *ClaimStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[59]
+	mi := &file_realm_v1_engine_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4521,7 +4610,7 @@ func (x *ClaimStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimStepRequest.ProtoReflect.Descriptor instead.
 func (*ClaimStepRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{59}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClaimStepRequest) GetRunId() string {
@@ -4559,7 +4648,7 @@ type ClaimStepResponse struct {
 
 func (x *ClaimStepResponse) Reset() {
 	*x = ClaimStepResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[60]
+	mi := &file_realm_v1_engine_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4571,7 +4660,7 @@ func (x *ClaimStepResponse) String() string {
 func (*ClaimStepResponse) ProtoMessage() {}
 
 func (x *ClaimStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[60]
+	mi := &file_realm_v1_engine_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4584,7 +4673,7 @@ func (x *ClaimStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimStepResponse.ProtoReflect.Descriptor instead.
 func (*ClaimStepResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{60}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ClaimStepResponse) GetReply() *Reply {
@@ -4620,7 +4709,7 @@ type ReleaseClaimRequest struct {
 
 func (x *ReleaseClaimRequest) Reset() {
 	*x = ReleaseClaimRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[61]
+	mi := &file_realm_v1_engine_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4632,7 +4721,7 @@ func (x *ReleaseClaimRequest) String() string {
 func (*ReleaseClaimRequest) ProtoMessage() {}
 
 func (x *ReleaseClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[61]
+	mi := &file_realm_v1_engine_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4645,7 +4734,7 @@ func (x *ReleaseClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseClaimRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseClaimRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{61}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReleaseClaimRequest) GetRunId() string {
@@ -4687,7 +4776,7 @@ type ReleaseClaimResponse struct {
 
 func (x *ReleaseClaimResponse) Reset() {
 	*x = ReleaseClaimResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[62]
+	mi := &file_realm_v1_engine_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4699,7 +4788,7 @@ func (x *ReleaseClaimResponse) String() string {
 func (*ReleaseClaimResponse) ProtoMessage() {}
 
 func (x *ReleaseClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[62]
+	mi := &file_realm_v1_engine_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4712,7 +4801,7 @@ func (x *ReleaseClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseClaimResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseClaimResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{62}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ReleaseClaimResponse) GetReply() *Reply {
@@ -4740,7 +4829,7 @@ type RecordDriveFailureRequest struct {
 
 func (x *RecordDriveFailureRequest) Reset() {
 	*x = RecordDriveFailureRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[63]
+	mi := &file_realm_v1_engine_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4752,7 +4841,7 @@ func (x *RecordDriveFailureRequest) String() string {
 func (*RecordDriveFailureRequest) ProtoMessage() {}
 
 func (x *RecordDriveFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[63]
+	mi := &file_realm_v1_engine_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4765,7 +4854,7 @@ func (x *RecordDriveFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordDriveFailureRequest.ProtoReflect.Descriptor instead.
 func (*RecordDriveFailureRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{63}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RecordDriveFailureRequest) GetRunId() string {
@@ -4798,7 +4887,7 @@ type RecordDriveFailureResponse struct {
 
 func (x *RecordDriveFailureResponse) Reset() {
 	*x = RecordDriveFailureResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[64]
+	mi := &file_realm_v1_engine_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4810,7 +4899,7 @@ func (x *RecordDriveFailureResponse) String() string {
 func (*RecordDriveFailureResponse) ProtoMessage() {}
 
 func (x *RecordDriveFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[64]
+	mi := &file_realm_v1_engine_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4823,7 +4912,7 @@ func (x *RecordDriveFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordDriveFailureResponse.ProtoReflect.Descriptor instead.
 func (*RecordDriveFailureResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{64}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RecordDriveFailureResponse) GetRunVersion() int64 {
@@ -4845,7 +4934,7 @@ type SealSpawnFailureRequest struct {
 
 func (x *SealSpawnFailureRequest) Reset() {
 	*x = SealSpawnFailureRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[65]
+	mi := &file_realm_v1_engine_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4857,7 +4946,7 @@ func (x *SealSpawnFailureRequest) String() string {
 func (*SealSpawnFailureRequest) ProtoMessage() {}
 
 func (x *SealSpawnFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[65]
+	mi := &file_realm_v1_engine_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4870,7 +4959,7 @@ func (x *SealSpawnFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSpawnFailureRequest.ProtoReflect.Descriptor instead.
 func (*SealSpawnFailureRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{65}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SealSpawnFailureRequest) GetRunId() string {
@@ -4903,7 +4992,7 @@ type SealSpawnFailureResponse struct {
 
 func (x *SealSpawnFailureResponse) Reset() {
 	*x = SealSpawnFailureResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[66]
+	mi := &file_realm_v1_engine_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4915,7 +5004,7 @@ func (x *SealSpawnFailureResponse) String() string {
 func (*SealSpawnFailureResponse) ProtoMessage() {}
 
 func (x *SealSpawnFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[66]
+	mi := &file_realm_v1_engine_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4928,7 +5017,7 @@ func (x *SealSpawnFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSpawnFailureResponse.ProtoReflect.Descriptor instead.
 func (*SealSpawnFailureResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{66}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SealSpawnFailureResponse) GetRunPhase() RunPhase {
@@ -4959,7 +5048,7 @@ type GcRunsRequest struct {
 
 func (x *GcRunsRequest) Reset() {
 	*x = GcRunsRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[67]
+	mi := &file_realm_v1_engine_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4971,7 +5060,7 @@ func (x *GcRunsRequest) String() string {
 func (*GcRunsRequest) ProtoMessage() {}
 
 func (x *GcRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[67]
+	mi := &file_realm_v1_engine_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4984,7 +5073,7 @@ func (x *GcRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRunsRequest.ProtoReflect.Descriptor instead.
 func (*GcRunsRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{67}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GcRunsRequest) GetSweep() bool {
@@ -5036,7 +5125,7 @@ type Residue struct {
 
 func (x *Residue) Reset() {
 	*x = Residue{}
-	mi := &file_realm_v1_engine_proto_msgTypes[68]
+	mi := &file_realm_v1_engine_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5048,7 +5137,7 @@ func (x *Residue) String() string {
 func (*Residue) ProtoMessage() {}
 
 func (x *Residue) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[68]
+	mi := &file_realm_v1_engine_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5061,7 +5150,7 @@ func (x *Residue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Residue.ProtoReflect.Descriptor instead.
 func (*Residue) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{68}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Residue) GetKind() string {
@@ -5097,7 +5186,7 @@ type StaleRun struct {
 
 func (x *StaleRun) Reset() {
 	*x = StaleRun{}
-	mi := &file_realm_v1_engine_proto_msgTypes[69]
+	mi := &file_realm_v1_engine_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5109,7 +5198,7 @@ func (x *StaleRun) String() string {
 func (*StaleRun) ProtoMessage() {}
 
 func (x *StaleRun) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[69]
+	mi := &file_realm_v1_engine_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5122,7 +5211,7 @@ func (x *StaleRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaleRun.ProtoReflect.Descriptor instead.
 func (*StaleRun) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{69}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *StaleRun) GetRunId() string {
@@ -5163,7 +5252,7 @@ type GcRunsResponse struct {
 
 func (x *GcRunsResponse) Reset() {
 	*x = GcRunsResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[70]
+	mi := &file_realm_v1_engine_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5175,7 +5264,7 @@ func (x *GcRunsResponse) String() string {
 func (*GcRunsResponse) ProtoMessage() {}
 
 func (x *GcRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[70]
+	mi := &file_realm_v1_engine_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5188,7 +5277,7 @@ func (x *GcRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRunsResponse.ProtoReflect.Descriptor instead.
 func (*GcRunsResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{70}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GcRunsResponse) GetResidue() []*Residue {
@@ -5286,7 +5375,7 @@ type ReconcileKeysRequest struct {
 
 func (x *ReconcileKeysRequest) Reset() {
 	*x = ReconcileKeysRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[71]
+	mi := &file_realm_v1_engine_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5298,7 +5387,7 @@ func (x *ReconcileKeysRequest) String() string {
 func (*ReconcileKeysRequest) ProtoMessage() {}
 
 func (x *ReconcileKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[71]
+	mi := &file_realm_v1_engine_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5311,7 +5400,7 @@ func (x *ReconcileKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileKeysRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileKeysRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{71}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ReconcileKeysRequest) GetWorkflowId() string {
@@ -5342,7 +5431,7 @@ type DuplicateKeyGroup struct {
 
 func (x *DuplicateKeyGroup) Reset() {
 	*x = DuplicateKeyGroup{}
-	mi := &file_realm_v1_engine_proto_msgTypes[72]
+	mi := &file_realm_v1_engine_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5354,7 +5443,7 @@ func (x *DuplicateKeyGroup) String() string {
 func (*DuplicateKeyGroup) ProtoMessage() {}
 
 func (x *DuplicateKeyGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[72]
+	mi := &file_realm_v1_engine_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5367,7 +5456,7 @@ func (x *DuplicateKeyGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DuplicateKeyGroup.ProtoReflect.Descriptor instead.
 func (*DuplicateKeyGroup) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{72}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DuplicateKeyGroup) GetWorkflowId() string {
@@ -5411,7 +5500,7 @@ type ReconcileKeysResponse struct {
 
 func (x *ReconcileKeysResponse) Reset() {
 	*x = ReconcileKeysResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[73]
+	mi := &file_realm_v1_engine_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5423,7 +5512,7 @@ func (x *ReconcileKeysResponse) String() string {
 func (*ReconcileKeysResponse) ProtoMessage() {}
 
 func (x *ReconcileKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[73]
+	mi := &file_realm_v1_engine_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5436,7 +5525,7 @@ func (x *ReconcileKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileKeysResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileKeysResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{73}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ReconcileKeysResponse) GetWritten() int32 {
@@ -5476,7 +5565,7 @@ type StampSealsRequest struct {
 
 func (x *StampSealsRequest) Reset() {
 	*x = StampSealsRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[74]
+	mi := &file_realm_v1_engine_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5488,7 +5577,7 @@ func (x *StampSealsRequest) String() string {
 func (*StampSealsRequest) ProtoMessage() {}
 
 func (x *StampSealsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[74]
+	mi := &file_realm_v1_engine_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5501,7 +5590,7 @@ func (x *StampSealsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampSealsRequest.ProtoReflect.Descriptor instead.
 func (*StampSealsRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{74}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *StampSealsRequest) GetForce() bool {
@@ -5525,7 +5614,7 @@ type SealFinding struct {
 
 func (x *SealFinding) Reset() {
 	*x = SealFinding{}
-	mi := &file_realm_v1_engine_proto_msgTypes[75]
+	mi := &file_realm_v1_engine_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5537,7 +5626,7 @@ func (x *SealFinding) String() string {
 func (*SealFinding) ProtoMessage() {}
 
 func (x *SealFinding) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[75]
+	mi := &file_realm_v1_engine_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5550,7 +5639,7 @@ func (x *SealFinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealFinding.ProtoReflect.Descriptor instead.
 func (*SealFinding) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{75}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SealFinding) GetRunId() string {
@@ -5598,7 +5687,7 @@ type StampSealsResponse struct {
 
 func (x *StampSealsResponse) Reset() {
 	*x = StampSealsResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[76]
+	mi := &file_realm_v1_engine_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5610,7 +5699,7 @@ func (x *StampSealsResponse) String() string {
 func (*StampSealsResponse) ProtoMessage() {}
 
 func (x *StampSealsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[76]
+	mi := &file_realm_v1_engine_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5623,7 +5712,7 @@ func (x *StampSealsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampSealsResponse.ProtoReflect.Descriptor instead.
 func (*StampSealsResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{76}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *StampSealsResponse) GetStamped() []*SealFinding {
@@ -5690,7 +5779,7 @@ type MigrateWorkflowsRequest struct {
 
 func (x *MigrateWorkflowsRequest) Reset() {
 	*x = MigrateWorkflowsRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[77]
+	mi := &file_realm_v1_engine_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5702,7 +5791,7 @@ func (x *MigrateWorkflowsRequest) String() string {
 func (*MigrateWorkflowsRequest) ProtoMessage() {}
 
 func (x *MigrateWorkflowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[77]
+	mi := &file_realm_v1_engine_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5715,7 +5804,7 @@ func (x *MigrateWorkflowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*MigrateWorkflowsRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{77}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{79}
 }
 
 type MigrateWorkflowsResponse struct {
@@ -5728,7 +5817,7 @@ type MigrateWorkflowsResponse struct {
 
 func (x *MigrateWorkflowsResponse) Reset() {
 	*x = MigrateWorkflowsResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[78]
+	mi := &file_realm_v1_engine_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5740,7 +5829,7 @@ func (x *MigrateWorkflowsResponse) String() string {
 func (*MigrateWorkflowsResponse) ProtoMessage() {}
 
 func (x *MigrateWorkflowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[78]
+	mi := &file_realm_v1_engine_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5753,7 +5842,7 @@ func (x *MigrateWorkflowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateWorkflowsResponse.ProtoReflect.Descriptor instead.
 func (*MigrateWorkflowsResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{78}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *MigrateWorkflowsResponse) GetMigrated() int32 {
@@ -6132,7 +6221,11 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\vworkflow_id\x18\x02 \x01(\tR\n" +
 	"workflowId\x12\x14\n" +
 	"\x05force\x18\x03 \x01(\bR\x05force\x12\x1b\n" +
-	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\"\xb7\x01\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\"B\n" +
+	"\x11DrainRunsResponse\x12-\n" +
+	"\x05event\x18\x01 \x01(\v2\x17.realm.v1.OperatorEventR\x05event\"B\n" +
+	"\x11PurgeRunsResponse\x12-\n" +
+	"\x05event\x18\x01 \x01(\v2\x17.realm.v1.OperatorEventR\x05event\"\xb7\x01\n" +
 	"\rOperatorEvent\x12,\n" +
 	"\x04item\x18\x01 \x01(\v2\x16.realm.v1.OperatorItemH\x00R\x04item\x128\n" +
 	"\bprogress\x18\x02 \x01(\v2\x1a.realm.v1.OperatorProgressH\x00R\bprogress\x125\n" +
@@ -6279,7 +6372,7 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x1bPURGE_REFUSAL_RUN_NOT_FOUND\x10\x01\x12\x1e\n" +
 	"\x1aPURGE_REFUSAL_NOT_TERMINAL\x10\x02\x12\x1f\n" +
 	"\x1bPURGE_REFUSAL_HEALTHY_CLAIM\x10\x03\x12\x1f\n" +
-	"\x1bPURGE_REFUSAL_DRAIN_PENDING\x10\x042\xb2\x12\n" +
+	"\x1bPURGE_REFUSAL_DRAIN_PENDING\x10\x042\xba\x12\n" +
 	"\rEngineService\x12Y\n" +
 	"\x10ValidateWorkflow\x12!.realm.v1.ValidateWorkflowRequest\x1a\".realm.v1.ValidateWorkflowResponse\x12Y\n" +
 	"\x10RegisterWorkflow\x12!.realm.v1.RegisterWorkflowRequest\x1a\".realm.v1.RegisterWorkflowResponse\x12P\n" +
@@ -6304,9 +6397,9 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\bDrainRun\x12\x19.realm.v1.DrainRunRequest\x1a\x1a.realm.v1.DrainRunResponse\x12A\n" +
 	"\bPurgeRun\x12\x19.realm.v1.PurgeRunRequest\x1a\x1a.realm.v1.PurgeRunResponse\x12G\n" +
 	"\n" +
-	"ReclaimRun\x12\x1b.realm.v1.ReclaimRunRequest\x1a\x1c.realm.v1.ReclaimRunResponse\x12B\n" +
-	"\tDrainRuns\x12\x1a.realm.v1.DrainRunsRequest\x1a\x17.realm.v1.OperatorEvent0\x01\x12B\n" +
-	"\tPurgeRuns\x12\x1a.realm.v1.PurgeRunsRequest\x1a\x17.realm.v1.OperatorEvent0\x01\x12D\n" +
+	"ReclaimRun\x12\x1b.realm.v1.ReclaimRunRequest\x1a\x1c.realm.v1.ReclaimRunResponse\x12F\n" +
+	"\tDrainRuns\x12\x1a.realm.v1.DrainRunsRequest\x1a\x1b.realm.v1.DrainRunsResponse0\x01\x12F\n" +
+	"\tPurgeRuns\x12\x1a.realm.v1.PurgeRunsRequest\x1a\x1b.realm.v1.PurgeRunsResponse0\x01\x12D\n" +
 	"\tClaimStep\x12\x1a.realm.v1.ClaimStepRequest\x1a\x1b.realm.v1.ClaimStepResponse\x12M\n" +
 	"\fReleaseClaim\x12\x1d.realm.v1.ReleaseClaimRequest\x1a\x1e.realm.v1.ReleaseClaimResponse\x12_\n" +
 	"\x12RecordDriveFailure\x12#.realm.v1.RecordDriveFailureRequest\x1a$.realm.v1.RecordDriveFailureResponse\x12Y\n" +
@@ -6330,7 +6423,7 @@ func file_realm_v1_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_realm_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
+var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_realm_v1_engine_proto_goTypes = []any{
 	(PurgeRefusal)(0),                   // 0: realm.v1.PurgeRefusal
 	(*WorkflowSource)(nil),              // 1: realm.v1.WorkflowSource
@@ -6386,210 +6479,214 @@ var file_realm_v1_engine_proto_goTypes = []any{
 	(*PurgeRunResponse)(nil),            // 51: realm.v1.PurgeRunResponse
 	(*DrainRunsRequest)(nil),            // 52: realm.v1.DrainRunsRequest
 	(*PurgeRunsRequest)(nil),            // 53: realm.v1.PurgeRunsRequest
-	(*OperatorEvent)(nil),               // 54: realm.v1.OperatorEvent
-	(*OperatorItem)(nil),                // 55: realm.v1.OperatorItem
-	(*OperatorProgress)(nil),            // 56: realm.v1.OperatorProgress
-	(*OperatorSummary)(nil),             // 57: realm.v1.OperatorSummary
-	(*ReclaimRunRequest)(nil),           // 58: realm.v1.ReclaimRunRequest
-	(*ReclaimRunResponse)(nil),          // 59: realm.v1.ReclaimRunResponse
-	(*ClaimStepRequest)(nil),            // 60: realm.v1.ClaimStepRequest
-	(*ClaimStepResponse)(nil),           // 61: realm.v1.ClaimStepResponse
-	(*ReleaseClaimRequest)(nil),         // 62: realm.v1.ReleaseClaimRequest
-	(*ReleaseClaimResponse)(nil),        // 63: realm.v1.ReleaseClaimResponse
-	(*RecordDriveFailureRequest)(nil),   // 64: realm.v1.RecordDriveFailureRequest
-	(*RecordDriveFailureResponse)(nil),  // 65: realm.v1.RecordDriveFailureResponse
-	(*SealSpawnFailureRequest)(nil),     // 66: realm.v1.SealSpawnFailureRequest
-	(*SealSpawnFailureResponse)(nil),    // 67: realm.v1.SealSpawnFailureResponse
-	(*GcRunsRequest)(nil),               // 68: realm.v1.GcRunsRequest
-	(*Residue)(nil),                     // 69: realm.v1.Residue
-	(*StaleRun)(nil),                    // 70: realm.v1.StaleRun
-	(*GcRunsResponse)(nil),              // 71: realm.v1.GcRunsResponse
-	(*ReconcileKeysRequest)(nil),        // 72: realm.v1.ReconcileKeysRequest
-	(*DuplicateKeyGroup)(nil),           // 73: realm.v1.DuplicateKeyGroup
-	(*ReconcileKeysResponse)(nil),       // 74: realm.v1.ReconcileKeysResponse
-	(*StampSealsRequest)(nil),           // 75: realm.v1.StampSealsRequest
-	(*SealFinding)(nil),                 // 76: realm.v1.SealFinding
-	(*StampSealsResponse)(nil),          // 77: realm.v1.StampSealsResponse
-	(*MigrateWorkflowsRequest)(nil),     // 78: realm.v1.MigrateWorkflowsRequest
-	(*MigrateWorkflowsResponse)(nil),    // 79: realm.v1.MigrateWorkflowsResponse
-	nil,                                 // 80: realm.v1.WorkflowSource.FilesEntry
-	nil,                                 // 81: realm.v1.WorkflowSource.FileErrorsEntry
-	(*timestamppb.Timestamp)(nil),       // 82: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 83: google.protobuf.Struct
-	(*structpb.ListValue)(nil),          // 84: google.protobuf.ListValue
-	(*Caller)(nil),                      // 85: realm.v1.Caller
-	(*Reply)(nil),                       // 86: realm.v1.Reply
-	(RunPhase)(0),                       // 87: realm.v1.RunPhase
-	(*NextAction)(nil),                  // 88: realm.v1.NextAction
-	(*ModelUsage)(nil),                  // 89: realm.v1.ModelUsage
-	(*ToolCall)(nil),                    // 90: realm.v1.ToolCall
-	(*structpb.Value)(nil),              // 91: google.protobuf.Value
-	(*DriveFailure)(nil),                // 92: realm.v1.DriveFailure
+	(*DrainRunsResponse)(nil),           // 54: realm.v1.DrainRunsResponse
+	(*PurgeRunsResponse)(nil),           // 55: realm.v1.PurgeRunsResponse
+	(*OperatorEvent)(nil),               // 56: realm.v1.OperatorEvent
+	(*OperatorItem)(nil),                // 57: realm.v1.OperatorItem
+	(*OperatorProgress)(nil),            // 58: realm.v1.OperatorProgress
+	(*OperatorSummary)(nil),             // 59: realm.v1.OperatorSummary
+	(*ReclaimRunRequest)(nil),           // 60: realm.v1.ReclaimRunRequest
+	(*ReclaimRunResponse)(nil),          // 61: realm.v1.ReclaimRunResponse
+	(*ClaimStepRequest)(nil),            // 62: realm.v1.ClaimStepRequest
+	(*ClaimStepResponse)(nil),           // 63: realm.v1.ClaimStepResponse
+	(*ReleaseClaimRequest)(nil),         // 64: realm.v1.ReleaseClaimRequest
+	(*ReleaseClaimResponse)(nil),        // 65: realm.v1.ReleaseClaimResponse
+	(*RecordDriveFailureRequest)(nil),   // 66: realm.v1.RecordDriveFailureRequest
+	(*RecordDriveFailureResponse)(nil),  // 67: realm.v1.RecordDriveFailureResponse
+	(*SealSpawnFailureRequest)(nil),     // 68: realm.v1.SealSpawnFailureRequest
+	(*SealSpawnFailureResponse)(nil),    // 69: realm.v1.SealSpawnFailureResponse
+	(*GcRunsRequest)(nil),               // 70: realm.v1.GcRunsRequest
+	(*Residue)(nil),                     // 71: realm.v1.Residue
+	(*StaleRun)(nil),                    // 72: realm.v1.StaleRun
+	(*GcRunsResponse)(nil),              // 73: realm.v1.GcRunsResponse
+	(*ReconcileKeysRequest)(nil),        // 74: realm.v1.ReconcileKeysRequest
+	(*DuplicateKeyGroup)(nil),           // 75: realm.v1.DuplicateKeyGroup
+	(*ReconcileKeysResponse)(nil),       // 76: realm.v1.ReconcileKeysResponse
+	(*StampSealsRequest)(nil),           // 77: realm.v1.StampSealsRequest
+	(*SealFinding)(nil),                 // 78: realm.v1.SealFinding
+	(*StampSealsResponse)(nil),          // 79: realm.v1.StampSealsResponse
+	(*MigrateWorkflowsRequest)(nil),     // 80: realm.v1.MigrateWorkflowsRequest
+	(*MigrateWorkflowsResponse)(nil),    // 81: realm.v1.MigrateWorkflowsResponse
+	nil,                                 // 82: realm.v1.WorkflowSource.FilesEntry
+	nil,                                 // 83: realm.v1.WorkflowSource.FileErrorsEntry
+	(*timestamppb.Timestamp)(nil),       // 84: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 85: google.protobuf.Struct
+	(*structpb.ListValue)(nil),          // 86: google.protobuf.ListValue
+	(*Caller)(nil),                      // 87: realm.v1.Caller
+	(*Reply)(nil),                       // 88: realm.v1.Reply
+	(RunPhase)(0),                       // 89: realm.v1.RunPhase
+	(*NextAction)(nil),                  // 90: realm.v1.NextAction
+	(*ModelUsage)(nil),                  // 91: realm.v1.ModelUsage
+	(*ToolCall)(nil),                    // 92: realm.v1.ToolCall
+	(*structpb.Value)(nil),              // 93: google.protobuf.Value
+	(*DriveFailure)(nil),                // 94: realm.v1.DriveFailure
 }
 var file_realm_v1_engine_proto_depIdxs = []int32{
-	80,  // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
-	81,  // 1: realm.v1.WorkflowSource.file_errors:type_name -> realm.v1.WorkflowSource.FileErrorsEntry
+	82,  // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
+	83,  // 1: realm.v1.WorkflowSource.file_errors:type_name -> realm.v1.WorkflowSource.FileErrorsEntry
 	2,   // 2: realm.v1.WorkflowReport.diagnostics:type_name -> realm.v1.Diagnostic
 	1,   // 3: realm.v1.ValidateWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
 	3,   // 4: realm.v1.ValidateWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
 	1,   // 5: realm.v1.RegisterWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
 	3,   // 6: realm.v1.RegisterWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
-	82,  // 7: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
-	83,  // 8: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
+	84,  // 7: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
+	85,  // 8: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
 	9,   // 9: realm.v1.ListWorkflowsResponse.workflows:type_name -> realm.v1.WorkflowSummary
 	10,  // 10: realm.v1.ListWorkflowsResponse.unreadable:type_name -> realm.v1.UnreadableWorkflow
-	83,  // 11: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
-	84,  // 12: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
-	83,  // 13: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
-	85,  // 14: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
-	86,  // 15: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
-	83,  // 16: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
-	85,  // 17: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
-	86,  // 18: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
-	83,  // 19: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
+	85,  // 11: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
+	86,  // 12: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
+	85,  // 13: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
+	87,  // 14: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
+	88,  // 15: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
+	85,  // 16: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
+	87,  // 17: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
+	88,  // 18: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
+	85,  // 19: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
 	18,  // 20: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
-	85,  // 21: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
-	83,  // 22: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
-	87,  // 23: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
-	88,  // 24: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
+	87,  // 21: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
+	85,  // 22: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
+	89,  // 23: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
+	90,  // 24: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
 	20,  // 25: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
 	21,  // 26: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
-	86,  // 27: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
-	83,  // 28: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
-	83,  // 29: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
+	88,  // 27: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
+	85,  // 28: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
+	85,  // 29: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
 	23,  // 30: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
-	85,  // 31: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
-	89,  // 32: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
-	83,  // 33: realm.v1.ExecuteStepRequest.structured_output:type_name -> google.protobuf.Struct
-	90,  // 34: realm.v1.ExecuteStepRequest.tool_calls:type_name -> realm.v1.ToolCall
-	86,  // 35: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
-	85,  // 36: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
-	86,  // 37: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
-	85,  // 38: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
-	86,  // 39: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
-	91,  // 40: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
-	82,  // 41: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
-	83,  // 42: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
-	82,  // 43: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
-	87,  // 44: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
+	87,  // 31: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
+	91,  // 32: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
+	85,  // 33: realm.v1.ExecuteStepRequest.structured_output:type_name -> google.protobuf.Struct
+	92,  // 34: realm.v1.ExecuteStepRequest.tool_calls:type_name -> realm.v1.ToolCall
+	88,  // 35: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
+	87,  // 36: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
+	88,  // 37: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
+	87,  // 38: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
+	88,  // 39: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
+	93,  // 40: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
+	84,  // 41: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
+	85,  // 42: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
+	84,  // 43: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
+	89,  // 44: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
 	31,  // 45: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
-	82,  // 46: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
-	82,  // 47: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
-	83,  // 48: realm.v1.RunState.params:type_name -> google.protobuf.Struct
-	88,  // 49: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
-	83,  // 50: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
-	83,  // 51: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
-	83,  // 52: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
+	84,  // 46: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
+	84,  // 47: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
+	85,  // 48: realm.v1.RunState.params:type_name -> google.protobuf.Struct
+	90,  // 49: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
+	85,  // 50: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
+	85,  // 51: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
+	85,  // 52: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
 	32,  // 53: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
-	86,  // 54: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
-	85,  // 55: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
-	87,  // 56: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
-	86,  // 57: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
+	88,  // 54: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
+	87,  // 55: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
+	89,  // 56: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
+	88,  // 57: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
 	23,  // 58: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
-	85,  // 59: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
+	87,  // 59: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
 	37,  // 60: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
-	86,  // 61: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
-	87,  // 62: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
-	87,  // 63: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
-	82,  // 64: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	82,  // 65: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	82,  // 66: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
-	82,  // 67: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	88,  // 61: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
+	89,  // 62: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
+	89,  // 63: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
+	84,  // 64: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	84,  // 65: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	84,  // 66: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	84,  // 67: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
 	40,  // 68: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	85,  // 69: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	86,  // 70: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	85,  // 71: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	86,  // 72: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	87,  // 69: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	88,  // 70: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	87,  // 71: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	88,  // 72: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
 	0,   // 73: realm.v1.PurgeRunResponse.refusal:type_name -> realm.v1.PurgeRefusal
-	85,  // 74: realm.v1.DrainRunsRequest.caller:type_name -> realm.v1.Caller
-	55,  // 75: realm.v1.OperatorEvent.item:type_name -> realm.v1.OperatorItem
-	56,  // 76: realm.v1.OperatorEvent.progress:type_name -> realm.v1.OperatorProgress
-	57,  // 77: realm.v1.OperatorEvent.summary:type_name -> realm.v1.OperatorSummary
-	87,  // 78: realm.v1.OperatorItem.run_phase:type_name -> realm.v1.RunPhase
-	85,  // 79: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
-	86,  // 80: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
-	85,  // 81: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
-	86,  // 82: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
-	82,  // 83: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
-	85,  // 84: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
-	86,  // 85: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
-	92,  // 86: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
-	85,  // 87: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
-	85,  // 88: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
-	87,  // 89: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
-	69,  // 90: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
-	70,  // 91: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
-	73,  // 92: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
-	76,  // 93: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
-	76,  // 94: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
-	76,  // 95: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
-	76,  // 96: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
-	76,  // 97: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
-	4,   // 98: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	6,   // 99: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	8,   // 100: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	12,  // 101: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	14,  // 102: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	16,  // 103: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	19,  // 104: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	24,  // 105: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	26,  // 106: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	28,  // 107: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	30,  // 108: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	34,  // 109: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	36,  // 110: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	39,  // 111: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	42,  // 112: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	44,  // 113: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	46,  // 114: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	48,  // 115: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	50,  // 116: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	58,  // 117: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
-	52,  // 118: realm.v1.EngineService.DrainRuns:input_type -> realm.v1.DrainRunsRequest
-	53,  // 119: realm.v1.EngineService.PurgeRuns:input_type -> realm.v1.PurgeRunsRequest
-	60,  // 120: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
-	62,  // 121: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
-	64,  // 122: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
-	66,  // 123: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
-	68,  // 124: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
-	72,  // 125: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
-	75,  // 126: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
-	78,  // 127: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
-	5,   // 128: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	7,   // 129: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	11,  // 130: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	13,  // 131: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	15,  // 132: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	17,  // 133: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	22,  // 134: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	25,  // 135: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	27,  // 136: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	29,  // 137: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	33,  // 138: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	35,  // 139: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	38,  // 140: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	41,  // 141: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	43,  // 142: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	45,  // 143: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	47,  // 144: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	49,  // 145: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	51,  // 146: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	59,  // 147: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
-	54,  // 148: realm.v1.EngineService.DrainRuns:output_type -> realm.v1.OperatorEvent
-	54,  // 149: realm.v1.EngineService.PurgeRuns:output_type -> realm.v1.OperatorEvent
-	61,  // 150: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
-	63,  // 151: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
-	65,  // 152: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
-	67,  // 153: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
-	71,  // 154: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
-	74,  // 155: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
-	77,  // 156: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
-	79,  // 157: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
-	128, // [128:158] is the sub-list for method output_type
-	98,  // [98:128] is the sub-list for method input_type
-	98,  // [98:98] is the sub-list for extension type_name
-	98,  // [98:98] is the sub-list for extension extendee
-	0,   // [0:98] is the sub-list for field type_name
+	87,  // 74: realm.v1.DrainRunsRequest.caller:type_name -> realm.v1.Caller
+	56,  // 75: realm.v1.DrainRunsResponse.event:type_name -> realm.v1.OperatorEvent
+	56,  // 76: realm.v1.PurgeRunsResponse.event:type_name -> realm.v1.OperatorEvent
+	57,  // 77: realm.v1.OperatorEvent.item:type_name -> realm.v1.OperatorItem
+	58,  // 78: realm.v1.OperatorEvent.progress:type_name -> realm.v1.OperatorProgress
+	59,  // 79: realm.v1.OperatorEvent.summary:type_name -> realm.v1.OperatorSummary
+	89,  // 80: realm.v1.OperatorItem.run_phase:type_name -> realm.v1.RunPhase
+	87,  // 81: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
+	88,  // 82: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
+	87,  // 83: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
+	88,  // 84: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
+	84,  // 85: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
+	87,  // 86: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
+	88,  // 87: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
+	94,  // 88: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
+	87,  // 89: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
+	87,  // 90: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
+	89,  // 91: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
+	71,  // 92: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
+	72,  // 93: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
+	75,  // 94: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
+	78,  // 95: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
+	78,  // 96: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
+	78,  // 97: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
+	78,  // 98: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
+	78,  // 99: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
+	4,   // 100: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	6,   // 101: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	8,   // 102: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	12,  // 103: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	14,  // 104: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	16,  // 105: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	19,  // 106: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	24,  // 107: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	26,  // 108: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	28,  // 109: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	30,  // 110: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	34,  // 111: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	36,  // 112: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	39,  // 113: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	42,  // 114: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	44,  // 115: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	46,  // 116: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	48,  // 117: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	50,  // 118: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	60,  // 119: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
+	52,  // 120: realm.v1.EngineService.DrainRuns:input_type -> realm.v1.DrainRunsRequest
+	53,  // 121: realm.v1.EngineService.PurgeRuns:input_type -> realm.v1.PurgeRunsRequest
+	62,  // 122: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
+	64,  // 123: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
+	66,  // 124: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
+	68,  // 125: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
+	70,  // 126: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
+	74,  // 127: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
+	77,  // 128: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
+	80,  // 129: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
+	5,   // 130: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	7,   // 131: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	11,  // 132: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	13,  // 133: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	15,  // 134: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	17,  // 135: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	22,  // 136: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	25,  // 137: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	27,  // 138: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	29,  // 139: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	33,  // 140: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	35,  // 141: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	38,  // 142: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	41,  // 143: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	43,  // 144: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	45,  // 145: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	47,  // 146: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	49,  // 147: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	51,  // 148: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	61,  // 149: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
+	54,  // 150: realm.v1.EngineService.DrainRuns:output_type -> realm.v1.DrainRunsResponse
+	55,  // 151: realm.v1.EngineService.PurgeRuns:output_type -> realm.v1.PurgeRunsResponse
+	63,  // 152: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
+	65,  // 153: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
+	67,  // 154: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
+	69,  // 155: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
+	73,  // 156: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
+	76,  // 157: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
+	79,  // 158: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
+	81,  // 159: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
+	130, // [130:160] is the sub-list for method output_type
+	100, // [100:130] is the sub-list for method input_type
+	100, // [100:100] is the sub-list for extension type_name
+	100, // [100:100] is the sub-list for extension extendee
+	0,   // [0:100] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
@@ -6605,7 +6702,7 @@ func file_realm_v1_engine_proto_init() {
 	file_realm_v1_engine_proto_msgTypes[30].OneofWrappers = []any{}
 	file_realm_v1_engine_proto_msgTypes[31].OneofWrappers = []any{}
 	file_realm_v1_engine_proto_msgTypes[38].OneofWrappers = []any{}
-	file_realm_v1_engine_proto_msgTypes[53].OneofWrappers = []any{
+	file_realm_v1_engine_proto_msgTypes[55].OneofWrappers = []any{
 		(*OperatorEvent_Item)(nil),
 		(*OperatorEvent_Progress)(nil),
 		(*OperatorEvent_Summary)(nil),
@@ -6616,7 +6713,7 @@ func file_realm_v1_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_realm_v1_engine_proto_rawDesc), len(file_realm_v1_engine_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   81,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

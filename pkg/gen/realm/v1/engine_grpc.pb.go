@@ -88,8 +88,8 @@ type EngineServiceClient interface {
 	// one progress event per page, then a summary: no store is read whole,
 	// and the caller sees progress on a long walk. Every change to a run is
 	// still that run's own compare-and-set write.
-	DrainRuns(ctx context.Context, in *DrainRunsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[OperatorEvent], error)
-	PurgeRuns(ctx context.Context, in *PurgeRunsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[OperatorEvent], error)
+	DrainRuns(ctx context.Context, in *DrainRunsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DrainRunsResponse], error)
+	PurgeRuns(ctx context.Context, in *PurgeRunsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PurgeRunsResponse], error)
 	// ClaimStep takes a ready agent step's claim without doing it, for a
 	// process that attends the step while a person types its answer (realm
 	// workflow run). The claim has no deadline; the answer is given with
@@ -321,13 +321,13 @@ func (c *engineServiceClient) ReclaimRun(ctx context.Context, in *ReclaimRunRequ
 	return out, nil
 }
 
-func (c *engineServiceClient) DrainRuns(ctx context.Context, in *DrainRunsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[OperatorEvent], error) {
+func (c *engineServiceClient) DrainRuns(ctx context.Context, in *DrainRunsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DrainRunsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &EngineService_ServiceDesc.Streams[0], EngineService_DrainRuns_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[DrainRunsRequest, OperatorEvent]{ClientStream: stream}
+	x := &grpc.GenericClientStream[DrainRunsRequest, DrainRunsResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -338,15 +338,15 @@ func (c *engineServiceClient) DrainRuns(ctx context.Context, in *DrainRunsReques
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type EngineService_DrainRunsClient = grpc.ServerStreamingClient[OperatorEvent]
+type EngineService_DrainRunsClient = grpc.ServerStreamingClient[DrainRunsResponse]
 
-func (c *engineServiceClient) PurgeRuns(ctx context.Context, in *PurgeRunsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[OperatorEvent], error) {
+func (c *engineServiceClient) PurgeRuns(ctx context.Context, in *PurgeRunsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PurgeRunsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &EngineService_ServiceDesc.Streams[1], EngineService_PurgeRuns_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[PurgeRunsRequest, OperatorEvent]{ClientStream: stream}
+	x := &grpc.GenericClientStream[PurgeRunsRequest, PurgeRunsResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -357,7 +357,7 @@ func (c *engineServiceClient) PurgeRuns(ctx context.Context, in *PurgeRunsReques
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type EngineService_PurgeRunsClient = grpc.ServerStreamingClient[OperatorEvent]
+type EngineService_PurgeRunsClient = grpc.ServerStreamingClient[PurgeRunsResponse]
 
 func (c *engineServiceClient) ClaimStep(ctx context.Context, in *ClaimStepRequest, opts ...grpc.CallOption) (*ClaimStepResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -476,8 +476,8 @@ type EngineServiceServer interface {
 	// one progress event per page, then a summary: no store is read whole,
 	// and the caller sees progress on a long walk. Every change to a run is
 	// still that run's own compare-and-set write.
-	DrainRuns(*DrainRunsRequest, grpc.ServerStreamingServer[OperatorEvent]) error
-	PurgeRuns(*PurgeRunsRequest, grpc.ServerStreamingServer[OperatorEvent]) error
+	DrainRuns(*DrainRunsRequest, grpc.ServerStreamingServer[DrainRunsResponse]) error
+	PurgeRuns(*PurgeRunsRequest, grpc.ServerStreamingServer[PurgeRunsResponse]) error
 	// ClaimStep takes a ready agent step's claim without doing it, for a
 	// process that attends the step while a person types its answer (realm
 	// workflow run). The claim has no deadline; the answer is given with
@@ -569,10 +569,10 @@ func (UnimplementedEngineServiceServer) PurgeRun(context.Context, *PurgeRunReque
 func (UnimplementedEngineServiceServer) ReclaimRun(context.Context, *ReclaimRunRequest) (*ReclaimRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReclaimRun not implemented")
 }
-func (UnimplementedEngineServiceServer) DrainRuns(*DrainRunsRequest, grpc.ServerStreamingServer[OperatorEvent]) error {
+func (UnimplementedEngineServiceServer) DrainRuns(*DrainRunsRequest, grpc.ServerStreamingServer[DrainRunsResponse]) error {
 	return status.Error(codes.Unimplemented, "method DrainRuns not implemented")
 }
-func (UnimplementedEngineServiceServer) PurgeRuns(*PurgeRunsRequest, grpc.ServerStreamingServer[OperatorEvent]) error {
+func (UnimplementedEngineServiceServer) PurgeRuns(*PurgeRunsRequest, grpc.ServerStreamingServer[PurgeRunsResponse]) error {
 	return status.Error(codes.Unimplemented, "method PurgeRuns not implemented")
 }
 func (UnimplementedEngineServiceServer) ClaimStep(context.Context, *ClaimStepRequest) (*ClaimStepResponse, error) {
@@ -985,22 +985,22 @@ func _EngineService_DrainRuns_Handler(srv interface{}, stream grpc.ServerStream)
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(EngineServiceServer).DrainRuns(m, &grpc.GenericServerStream[DrainRunsRequest, OperatorEvent]{ServerStream: stream})
+	return srv.(EngineServiceServer).DrainRuns(m, &grpc.GenericServerStream[DrainRunsRequest, DrainRunsResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type EngineService_DrainRunsServer = grpc.ServerStreamingServer[OperatorEvent]
+type EngineService_DrainRunsServer = grpc.ServerStreamingServer[DrainRunsResponse]
 
 func _EngineService_PurgeRuns_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(PurgeRunsRequest)
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(EngineServiceServer).PurgeRuns(m, &grpc.GenericServerStream[PurgeRunsRequest, OperatorEvent]{ServerStream: stream})
+	return srv.(EngineServiceServer).PurgeRuns(m, &grpc.GenericServerStream[PurgeRunsRequest, PurgeRunsResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type EngineService_PurgeRunsServer = grpc.ServerStreamingServer[OperatorEvent]
+type EngineService_PurgeRunsServer = grpc.ServerStreamingServer[PurgeRunsResponse]
 
 func _EngineService_ClaimStep_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ClaimStepRequest)
