@@ -110,3 +110,35 @@ func TestOperatorBatchRefusals(t *testing.T) {
 		})
 	}
 }
+
+// owingWorkflow ends once answered and then owes a cleanup step no runner
+// serves.
+const owingWorkflow = "id: owing\nname: Owing\nversion: 1\nsteps:\n  answer:\n    description: Answer.\n    execution: agent\n  audit:\n    description: Audit.\n    execution: finalizer\n    handler: audit\n    on_outcome: always\n"
+
+// realm run drain --all lists an ended run owing cleanup; --void marks the
+// cleanup voided (without --force), after which nothing is owed.
+func TestRunDrainAllListsOwedCleanupAndVoidClearsIt(t *testing.T) {
+	t.Parallel()
+	eachBackendRaw(t, func(t *testing.T, e *maintEnv) {
+		if resp, err := e.engine.RegisterWorkflow(e.ctx(), &realmv1.RegisterWorkflowRequest{Source: &realmv1.WorkflowSource{Yaml: []byte(owingWorkflow), Path: "workflow.yaml"}}); err != nil || !resp.GetRegistered() {
+			t.Fatalf("register: %v %v", err, resp.GetReport().GetErrors())
+		}
+		r, err := e.engine.StartRun(e.ctx(), &realmv1.StartRunRequest{WorkflowId: "owing"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := r.GetReply().GetRunId()
+		if _, err := e.engine.ExecuteStep(e.ctx(), &realmv1.ExecuteStepRequest{RunId: run, Command: "answer"}); err != nil {
+			t.Fatal(err)
+		}
+		want(t, e.realm(nil, "run", "drain", "--all"), 0, lines(
+			"Runs that WOULD be drained (each listed as it is found):",
+			"  • "+run,
+			"1 run(s) WOULD be drained.",
+			"Re-run with --force to actually drain them."), "")
+		want(t, e.realm(nil, "run", "drain", run, "--void", "nope"), 1, "", fmt.Sprintf("No finalizer ledger entry named 'nope' on run '%s'.\n", run))
+		want(t, e.realm(nil, "run", "drain", run, "--void", "audit"), 0, lines("finalizer 'audit' voided by operator"), "")
+		want(t, e.realm(nil, "run", "drain", "--all", "--force"), 0,
+			lines("Draining (each run is listed as it is done):", "No runs with an actionable pending finalizer."), "")
+	})
+}

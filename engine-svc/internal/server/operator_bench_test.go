@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"testing"
 	"time"
@@ -21,8 +22,8 @@ const owingWorkflow = "id: owing\nname: Owing\nversion: 1\nsteps:\n  answer:\n  
 
 // BenchmarkOperatorCommandsPeakHeap runs each operator batch command over
 // stores of 1,000 and 10,000 ended runs (half owing a cleanup step, half
-// not) and reports the peak heap the command added above the filled
-// store's: the engine, its gRPC client and (embedded) the store share this
+// not) and reports the peak live heap the command added above the
+// filled store's: the engine, its gRPC client and (embedded) the store share this
 // process, so a command that read the store whole would grow with it. Run
 // with -benchtime=1x (purge-force deletes, so it is last and acts once):
 //
@@ -153,18 +154,24 @@ func fillEnded(b *testing.B, e *env, n int) {
 	}
 }
 
-// peakHeap runs do and returns the most heap it held above the heap before
-// it (after a collection), sampled every 2 ms, and what do returned. The
-// collector runs at GOGC=1 meanwhile, so the heap tracks what is live
-// rather than what the pacer lets pile up.
+// peakHeap runs do and returns the most live heap it held above the live
+// heap before it, and what do returned. Live heap is what the last
+// collection found reachable (runtime/metrics /gc/heap/live:bytes),
+// sampled every 2 ms; the collector runs at GOGC=1 meanwhile, so a
+// collection follows every 1% of allocation and the samples track what
+// the command holds, not the garbage the pacer would let pile up (whose
+// slack grows with the store when the store lives in this process).
 func peakHeap(b *testing.B, do func(context.Context) (int64, error)) (int64, int64) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	live := func() int64 {
+		metrics.Read(sample)
+		return int64(sample[0].Value.Uint64())
+	}
 	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := int64(ms.HeapAlloc)
+	base := live()
 	old := debug.SetGCPercent(1)
 	defer debug.SetGCPercent(old)
 	stop := make(chan struct{})
@@ -180,9 +187,7 @@ func peakHeap(b *testing.B, do func(context.Context) (int64, error)) (int64, int
 			case <-stop:
 				return
 			case <-tick.C:
-				var ms runtime.MemStats
-				runtime.ReadMemStats(&ms)
-				peak = max(peak, int64(ms.HeapAlloc))
+				peak = max(peak, live())
 			}
 		}
 	}()
