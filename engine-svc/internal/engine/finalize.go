@@ -446,7 +446,11 @@ func (e *Engine) drainExpired(ctx context.Context, req *realmv1.DrainRunRequest,
 	}
 	disposition := dispositionOf(g)
 	if !req.GetForce() {
-		r.ContextHint = fmt.Sprintf("Run '%s': gate expired %s ago — would enact %s on --force.", t.run.ID, ago, disposition)
+		would := disposition
+		if g := expiryOutlook(t); g != "" {
+			would += "; " + g
+		}
+		r.ContextHint = fmt.Sprintf("Run '%s': gate expired %s ago — would enact %s on --force.", r.GetRunId(), ago, would)
 		return t, nil, r, true, nil
 	}
 	var did *expiry

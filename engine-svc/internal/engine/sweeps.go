@@ -344,6 +344,9 @@ func (e *Engine) expireSelected(ctx context.Context, id string, force bool) (*re
 	disposition := dispositionOf(g)
 	if !force {
 		it.Outcome, it.Line = outcomeWould, fmt.Sprintf("gate expired %s ago — would enact %s", ago, disposition)
+		if g := expiryOutlook(t); g != "" {
+			it.Line += "; " + g
+		}
 		return it, nil
 	}
 	var did *expiry
@@ -374,4 +377,38 @@ func dispositionOf(g *record.PendingGate) string {
 		return fmt.Sprintf("settle_default '%s'", g.DefaultChoice)
 	}
 	return g.OnExpiry
+}
+
+// expiryOutlook is what carrying out the run's expired gate would do to
+// its guards, said before --force does it: the expiry is carried out on
+// this read's copy of the run, which is never written. "" when the
+// workflow cannot be read or no guard is decided.
+func expiryOutlook(t *txn) string {
+	if t.def == nil || t.enactExpiry("drain") == nil {
+		return ""
+	}
+	reason := func() string {
+		r := t.run.TerminalReason
+		if r == "" && t.run.AbortedAt != nil {
+			r = t.run.AbortedAt.AbortMessage
+		}
+		if t.endedBy != nil && t.endedBy.reason != nil {
+			r = *t.endedBy.reason
+		}
+		return strings.TrimSuffix(r, ".")
+	}
+	var parts []string
+	for _, g := range t.guards {
+		switch {
+		case g.outcome == "pass" && t.endedBy != nil && t.endedBy.step == g.step && t.run.Phase() == record.PhaseCompleted:
+			parts = append(parts, fmt.Sprintf("guard '%s' would pass and complete the run", g.step))
+		case g.outcome == "pass":
+			parts = append(parts, fmt.Sprintf("guard '%s' would pass", g.step))
+		case g.outcome == "abort":
+			parts = append(parts, fmt.Sprintf("guard '%s' would then abort the run (%s)", g.step, reason()))
+		default:
+			parts = append(parts, fmt.Sprintf("guard '%s' would then fail the run (%s)", g.step, reason()))
+		}
+	}
+	return strings.Join(parts, "; ")
 }

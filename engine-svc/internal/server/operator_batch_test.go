@@ -397,3 +397,26 @@ func TestBatchActsRefuseABadRequest(t *testing.T) {
 		}
 	}
 }
+
+// Before --force, drain --expired says what the expiry would make of the
+// guards, from a copy of the run it never writes.
+func TestDrainExpiredSaysWhatTheGuardsWouldDo(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		run, _ := openExpiring(t, e, "expiring", 5*time.Minute)
+		dry := e.drainRuns(t, &realmv1.DrainRunsRequest{Expired: true})
+		if len(dry.items) != 1 || dry.items[0].GetLine() != "gate expired 5m ago — would enact settle_default 'hold'; guard 'only_if_shipping' would then abort the run (The order was held)" {
+			t.Fatalf("dry = %v", dry.items)
+		}
+		one, err := e.client.DrainRun(ctx(t), &realmv1.DrainRunRequest{RunId: run, Expired: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("Run '%s': gate expired 5m ago — would enact settle_default 'hold'; guard 'only_if_shipping' would then abort the run (The order was held) on --force.", run); one.GetReply().GetContextHint() != want {
+			t.Errorf("drain <run> --expired = %q", one.GetReply().GetContextHint())
+		}
+		if s := state(t, e, run); s.GetRunPhase() != realmv1.RunPhase_RUN_PHASE_GATE_WAITING || s.GetRunVersion() != 0 {
+			t.Errorf("the outlook wrote the run: %v v%d", s.GetRunPhase(), s.GetRunVersion())
+		}
+	})
+}
