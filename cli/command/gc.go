@@ -34,6 +34,8 @@ func (a *app) runGcCommand() *cobra.Command {
 			"--heal rewrites, through the engine's write path, every run whose stored run_phase differs from the\n" +
 			"phase its record derives, or that is missing from the run index or sits wrongly in a timer index\n" +
 			"(version rises, updated_at is reset). No age limit. One unreadable run document aborts heal.\n\n" +
+			"Both walk the store a page at a time (runs and keys, never the whole store at once); when it took more\n" +
+			"than one page, how many runs and pages were read goes to stderr.\n\n" +
 			"The file store's .tmp files and .lock directories have no Redis counterpart (writes are atomic\n" +
 			"scripts), so their lines are not printed. Exit 0; 1 when something could not be reaped or healed,\n" +
 			"for a bad duration, or for a threshold under 1h.",
@@ -60,6 +62,10 @@ func (a *app) runGcCommand() *cobra.Command {
 				return err
 			}
 			out := a.env.Stdout
+			if resp.GetPages() > 1 {
+				// A long walk says how long it was; a one-page store stays quiet.
+				fmt.Fprintf(a.env.Stderr, "Walked the store: %d run(s) read, %d page(s) of at most %d.\n", resp.GetRunsScanned(), resp.GetPages(), resp.GetLargestPage())
+			}
 			if sweep {
 				printSweep(out, resp, force)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/reply"
 )
 
 // The operator acts (cli.md §4.3, §4.6–§4.8, §3.6). The engine composes
@@ -213,27 +214,52 @@ func (a *app) reclaimAll(ctx context.Context, engine realmv1.EngineServiceClient
 }
 
 func (a *app) runDrainCommand() *cobra.Command {
-	var force bool
+	var force, expired, all bool
+	var void string
 	cmd := &cobra.Command{
-		Use:   "drain <run>",
-		Short: "Run the cleanup steps (finalizers) an ended run still owes",
-		Args:  cobra.ExactArgs(1),
+		Use:   "drain <run> [--force] [--expired] | drain <run> --void <finalizer> | drain --all [--force] [--expired] | drain --expired [--force]",
+		Short: "Run the cleanup steps (finalizers) ended runs still owe; with --expired, carry out expired gates",
+		Long: "With a run: say which finalizers it owes, and with --force lease and run them. --expired first\n" +
+			"carries out its open gate whose time is up and that declares on_expiry (settle_default or abort);\n" +
+			"--void <finalizer> marks one pending finalizer voided instead of running it (acts without --force).\n\n" +
+			"With --all instead of a run: every ended run owing a finalizer no drainer holds, across the store;\n" +
+			"with --expired (alone or with --all) also every open gate past its time first — a gate without\n" +
+			"on_expiry is listed as a finding and never enacted. The store is walked a page at a time; each run is\n" +
+			"listed as it is found, progress goes to stderr, and a summary ends the output. Dry run unless --force.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			run := ""
+			if len(args) == 1 {
+				run = args[0]
+			}
+			switch {
+			case all && run != "":
+				return refuse("Cannot combine a <run-id> with --all. Use one or the other.")
+			case void != "" && run == "":
+				return refuse("--void <finalizer> names a finalizer of one run: give the <run-id> (realm run drain <run-id> --void <finalizer>); it cannot be combined with --all.")
+			case void != "" && (force || expired):
+				return refuse("--void acts on its own (no --force needed); it cannot be combined with --force or --expired.")
+			case run == "" && !all && !expired:
+				return refuse("Provide a <run-id>, or use --all for batch mode.")
+			}
 			caller, err := a.caller()
 			if err != nil {
 				return err
+			}
+			if run == "" {
+				return a.drainAll(cmd.Context(), caller, force, expired)
 			}
 			engine, ctx, done, err := a.session(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			resp, err := engine.DrainRun(ctx, &realmv1.DrainRunRequest{RunId: args[0], Force: force, Caller: caller})
+			resp, err := engine.DrainRun(ctx, &realmv1.DrainRunRequest{RunId: run, Force: force, Caller: caller, Expired: expired, Void: void})
 			if err != nil {
 				return a.rpcError(err)
 			}
 			r := resp.GetReply()
-			if r.GetStatus() == realmv1.ReplyStatus_REPLY_STATUS_ERROR {
+			if r.GetStatus() == realmv1.ReplyStatus_REPLY_STATUS_ERROR && void == "" {
 				// A finalizer still owed after --force: say what ran, then why.
 				fmt.Fprintln(a.env.Stdout, strings.TrimRight(r.GetContextHint(), "\n"))
 				return refuse("%s", strings.Join(r.GetErrors(), " "))
@@ -248,13 +274,70 @@ func (a *app) runDrainCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "act (without it, say what would run)")
+	cmd.Flags().BoolVar(&expired, "expired", false, "also carry out open gates whose time is up and that declare on_expiry (without a run: every such gate, as --all --expired)")
+	cmd.Flags().BoolVar(&all, "all", false, "every ended run owing a finalizer, across the store (batch mode)")
+	cmd.Flags().StringVar(&void, "void", "", "mark this pending finalizer of the run voided instead of running it")
 	return cmd
+}
+
+// drainAll is `realm run drain --all` / `--expired` without a run (cli.md
+// §4.7): the engine walks the store and streams each run it selects.
+func (a *app) drainAll(ctx context.Context, caller *realmv1.Caller, force, expired bool) error {
+	out := a.env.Stdout
+	if force {
+		fmt.Fprintln(out, "Draining (each run is listed as it is done):")
+	} else {
+		fmt.Fprintln(out, "Runs that WOULD be drained (each listed as it is found):")
+	}
+	sum, err := a.readBatch(ctx, func(ctx context.Context, e realmv1.EngineServiceClient) (func() (*realmv1.OperatorEvent, error), error) {
+		return events(e.DrainRuns(ctx, &realmv1.DrainRunsRequest{Force: force, Expired: expired, Caller: caller}))
+	}, func(it *realmv1.OperatorItem) {
+		switch it.GetOutcome() {
+		case "would":
+			if it.GetLine() == "" {
+				fmt.Fprintf(out, "  • %s\n", it.GetRunId())
+				return
+			}
+			fmt.Fprintf(out, "  • %s: %s\n", it.GetRunId(), it.GetLine())
+		case "done":
+			fmt.Fprintf(out, "  ✓ %s: %s\n", it.GetRunId(), it.GetLine())
+		case "warned":
+			fmt.Fprintf(out, "  • %s: %s\n", it.GetRunId(), it.GetLine())
+		default:
+			fmt.Fprintf(out, "  ✗ %s: %s\n", it.GetRunId(), orOutcome(it))
+		}
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case sum.GetSelected() == 0 && sum.GetWarned() == 0:
+		fmt.Fprintln(out, "No runs with an actionable pending finalizer.")
+	case !force:
+		fmt.Fprintf(out, "%d run(s) WOULD be drained.\n", sum.GetSelected())
+		fmt.Fprintln(out, "Re-run with --force to actually drain them.")
+	default:
+		fmt.Fprintf(out, "Drained %d/%d run(s).\n", sum.GetDone(), sum.GetSelected())
+	}
+	if sum.GetFailed() > 0 || (force && sum.GetDone() < sum.GetSelected()) {
+		return &exitError{code: ExitRefused}
+	}
+	return nil
+}
+
+// orOutcome is an item's line, or its outcome when it has none.
+func orOutcome(it *realmv1.OperatorItem) string {
+	if it.GetLine() != "" {
+		return it.GetLine()
+	}
+	return it.GetOutcome()
 }
 
 func (a *app) runResumeCommand() *cobra.Command {
 	var from string
+	var force bool
 	cmd := &cobra.Command{
-		Use:   "resume <run> --from <step>",
+		Use:   "resume <run> --from <step> [--force]",
 		Short: "Reopen a failed or abandoned run at one of its failed steps",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -270,7 +353,7 @@ func (a *app) runResumeCommand() *cobra.Command {
 				return err
 			}
 			defer done()
-			resp, err := engine.ResumeRun(ctx, &realmv1.ResumeRunRequest{RunId: args[0], FromStep: from, Caller: caller})
+			resp, err := engine.ResumeRun(ctx, &realmv1.ResumeRunRequest{RunId: args[0], FromStep: from, Caller: caller, Force: force})
 			if err != nil {
 				return a.rpcError(err)
 			}
@@ -278,16 +361,46 @@ func (a *app) runResumeCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "", "the failed step to make runnable again")
+	cmd.Flags().BoolVar(&force, "force", false, "resume past a claim of unknown age on the step (only after confirming its runner is dead; a healthy claim is never overridden)")
 	return cmd
 }
 
 func (a *app) runPurgeCommand() *cobra.Command {
-	var force bool
+	var force, dryRun bool
+	var olderThan, workflowID string
 	cmd := &cobra.Command{
-		Use:   "purge <run>",
-		Short: "Delete an ended run and everything kept with it (a dry run without --force)",
-		Args:  cobra.ExactArgs(1),
+		Use:   "purge <run> [--force] | purge --older-than <duration> [--workflow <id>] [--force | --dry-run]",
+		Short: "Delete ended runs and everything kept with them (a dry run without --force)",
+		Long: "With a run: delete that ended run (a dry run without --force).\n\n" +
+			"With --older-than <duration> (e.g. 30d, 6h, 10m) instead: every ended run whose last write is at least\n" +
+			"that old, of --workflow when given. Never an open run, never one with a healthy claim; one still owing a\n" +
+			"finalizer is blocked (drain_pending); one with a claim of unknown age is skipped with a warning (name it to\n" +
+			"purge it). The store is walked a page at a time; each run is listed as it is found, progress goes to\n" +
+			"stderr, and a summary ends the output. Dry run unless --force (--dry-run says so explicitly).\n" +
+			"Exit 1 when a deletion failed.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			batch := cmd.Flags().Changed("older-than")
+			switch {
+			case batch && len(args) > 0:
+				return refuse("Cannot combine a <run-id> with --older-than. Use one or the other.")
+			case !batch && len(args) == 0:
+				return refuse("Provide a <run-id> to purge, or use --older-than for batch mode.")
+			case !batch && cmd.Flags().Changed("workflow"):
+				return refuse("--workflow is only valid with --older-than.")
+			case force && dryRun:
+				return refuse("--force and --dry-run contradict each other: --force deletes, --dry-run (the default) only lists. Use one.")
+			}
+			if batch {
+				age, err := parseDuration(olderThan)
+				if err != nil {
+					return err
+				}
+				if age <= 0 {
+					return refuse("Invalid duration '%s'. Use format: <number>(d|h|m), e.g. 30d, 6h, 10m", olderThan)
+				}
+				return a.purgeOlder(cmd.Context(), age, workflowID, force)
+			}
 			engine, ctx, done, err := a.session(cmd.Context())
 			if err != nil {
 				return err
@@ -305,7 +418,59 @@ func (a *app) runPurgeCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "delete (without it, say what would be removed)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "with --older-than: only list what would be deleted (the default without --force)")
+	cmd.Flags().StringVar(&olderThan, "older-than", "", "batch mode: ended runs whose last write is at least this old (e.g. 30d, 6h, 10m)")
+	cmd.Flags().StringVar(&workflowID, "workflow", "", "with --older-than: only runs of this workflow")
 	return cmd
+}
+
+// purgeOlder is `realm run purge --older-than` (cli.md §4.8): the engine
+// walks the store and streams each ended run it selects.
+func (a *app) purgeOlder(ctx context.Context, age time.Duration, workflowID string, force bool) error {
+	out := a.env.Stdout
+	sum, err := a.readBatch(ctx, func(ctx context.Context, e realmv1.EngineServiceClient) (func() (*realmv1.OperatorEvent, error), error) {
+		return events(e.PurgeRuns(ctx, &realmv1.PurgeRunsRequest{OlderThanSeconds: int64(age.Seconds()), WorkflowId: workflowID, Force: force}))
+	}, func(it *realmv1.OperatorItem) {
+		phase := reply.PhaseWord(it.GetRunPhase())
+		switch it.GetOutcome() {
+		case "would":
+			fmt.Fprintf(out, "  • %s  (%s, %d KB)\n", it.GetRunId(), phase, kb(it.GetSizeBytes()))
+		case "done":
+			fmt.Fprintf(out, "  ✓ %s  (%s, %d KB)\n", it.GetRunId(), phase, kb(it.GetSizeBytes()))
+		case "gone":
+			fmt.Fprintf(out, "  • %s: already gone\n", it.GetRunId())
+		default:
+			fmt.Fprintf(out, "  ⚠ %s: %s\n", it.GetRunId(), orOutcome(it))
+		}
+	})
+	if err != nil {
+		return err
+	}
+	n := sum.GetSelected()
+	if n == 0 {
+		fmt.Fprintln(out, "No eligible runs found to purge.")
+		return nil
+	}
+	if !force {
+		would := n - sum.GetBlocked() - sum.GetFailed()
+		fmt.Fprintf(out, "%d run(s) WOULD be purged (%d KB to free).\n", would, kb(sum.GetSizeBytes()))
+		if k := sum.GetResumable(); k > 0 {
+			fmt.Fprintf(out, "%d of %d selected run(s) are resumable via 'realm run resume' — purging would destroy that path permanently.\n", k, n)
+		} else {
+			fmt.Fprintf(out, "None of the %d selected run(s) are resumable via 'realm run resume'.\n", n)
+		}
+		fmt.Fprintln(out, "Re-run with --force to actually delete.")
+		return nil
+	}
+	fmt.Fprintf(out, "Purged %d/%d run(s) (%d KB freed, store-reported). %d already gone, %d blocked, %d failed.\n",
+		sum.GetDone(), n, kb(sum.GetSizeBytes()), sum.GetGone(), sum.GetBlocked(), sum.GetFailed())
+	if k := sum.GetResumable(); k > 0 {
+		fmt.Fprintf(out, "%d of %d selected run(s) were resumable via 'realm run resume' — purging has destroyed that path for them.\n", k, n)
+	}
+	if sum.GetFailed() > 0 {
+		return &exitError{code: ExitRefused}
+	}
+	return nil
 }
 
 // exportSummary is what the export's second line counts (cli.md §3.6).

@@ -130,7 +130,7 @@ func TestSecurityEveryCallChecksWhoIsCalling(t *testing.T) {
 	s := startTLSStack(t)
 	engineRPCs := append(methods(realmv1.EngineService_ServiceDesc), methods(realmv1.RegistryService_ServiceDesc)...)
 	operatorOnly := map[string]bool{}
-	for _, m := range []string{"ResumeRun", "DrainRun", "PurgeRun", "ReclaimRun", "GcRuns", "ReconcileKeys", "StampSeals", "MigrateWorkflows"} {
+	for _, m := range []string{"ResumeRun", "DrainRun", "DrainRuns", "PurgeRun", "PurgeRuns", "ReclaimRun", "GcRuns", "ReconcileKeys", "StampSeals", "MigrateWorkflows"} {
 		operatorOnly["/realm.v1.EngineService/"+m] = true
 	}
 

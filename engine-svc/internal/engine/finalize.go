@@ -372,9 +372,14 @@ func (t *txn) cleanupTail() string {
 }
 
 // DrainRun runs the finalizers a terminal run still owes; without force it
-// says what it would do.
+// says what it would do. With expired it first carries out an open gate
+// whose time is up and that declares on_expiry; with void it marks one
+// pending finalizer voided instead of running it (cli spec §4.7).
 func (e *Engine) DrainRun(ctx context.Context, req *realmv1.DrainRunRequest) (*realmv1.DrainRunResponse, error) {
 	const command = "drain"
+	if req.GetVoid() != "" {
+		return e.voidFinalizer(ctx, req)
+	}
 	t, err := e.read(ctx, req.GetRunId())
 	if reply, ok := readFailure(command, req.GetRunId(), err); ok {
 		return &realmv1.DrainRunResponse{Reply: reply}, nil
@@ -382,12 +387,93 @@ func (e *Engine) DrainRun(ctx context.Context, req *realmv1.DrainRunRequest) (*r
 	if err != nil {
 		return nil, err
 	}
+	var before []string
+	if !t.run.Terminal() && req.GetExpired() {
+		var done bool
+		var r *realmv1.Reply
+		if t, before, r, done, err = e.drainExpired(ctx, req, t); err != nil || done {
+			return &realmv1.DrainRunResponse{Reply: r}, err
+		}
+	}
 	r := t.envelope(command)
 	if !t.run.Terminal() {
 		r.Status = realmv1.ReplyStatus_REPLY_STATUS_BLOCKED
-		r.ContextHint = fmt.Sprintf("Run '%s' is not terminal (phase: '%s') — nothing to drain. To end the run: realm run abandon %s.", t.run.ID, t.run.Phase(), t.run.ID)
+		r.ContextHint = notTerminalHint(t)
+		if len(before) > 0 {
+			// The enactment left the run open: a report, not a refusal.
+			r.Status = realmv1.ReplyStatus_REPLY_STATUS_OK
+			r.ContextHint = strings.Join(append(before, fmt.Sprintf("Run '%s' is not terminal (phase: '%s') — nothing further to drain.", t.run.ID, t.run.Phase())), "\n")
+		}
 		return &realmv1.DrainRunResponse{Reply: r}, nil
 	}
+	resp, err := e.drainEnded(ctx, req, t)
+	if err == nil && len(before) > 0 {
+		resp.Reply.ContextHint = strings.Join(append(before, resp.Reply.GetContextHint()), "\n")
+	}
+	return resp, err
+}
+
+// notTerminalHint is drain's line for an open run: with the expiry's way
+// when its gate's time is up.
+func notTerminalHint(t *txn) string {
+	r := t.run
+	if g := r.PendingGate; g != nil && g.ExpiresAt != "" {
+		if at := record.ParseTime(g.ExpiresAt); !at.IsZero() && !t.now.Before(at) {
+			return fmt.Sprintf("Run '%s' is not terminal (phase: '%s') — nothing to drain. Its gate expired %s ago. To see what the expiry will do: realm run drain %s --expired; add --force to carry it out.", r.ID, r.Phase(), lag(t.now.Sub(at)), r.ID)
+		}
+	}
+	return fmt.Sprintf("Run '%s' is not terminal (phase: '%s') — nothing to drain. To end the run: realm run abandon %s.", r.ID, r.Phase(), r.ID)
+}
+
+// drainExpired is drain --expired on an open run: it says what the gate's
+// expiry would do or (force) carries it out. done reports that the reply
+// is whole; otherwise the drain goes on with the run as the enactment left
+// it, after the lines before.
+func (e *Engine) drainExpired(ctx context.Context, req *realmv1.DrainRunRequest, t *txn) (*txn, []string, *realmv1.Reply, bool, error) {
+	g := t.run.PendingGate
+	if g == nil || g.ExpiresAt == "" {
+		return t, nil, nil, false, nil
+	}
+	at := record.ParseTime(g.ExpiresAt)
+	if at.IsZero() || t.now.Before(at) {
+		return t, nil, nil, false, nil
+	}
+	r := t.envelope("drain")
+	ago := lag(t.now.Sub(at))
+	if g.OnExpiry == "" {
+		r.ContextHint = fmt.Sprintf("Run '%s': gate '%s' expired %s ago — expired — finding-only: it declares no on_expiry, so drain never enacts it. Answer it: realm run respond %s --gate %s, or end the run: realm run abandon %s.", t.run.ID, g.GateID, ago, t.run.ID, g.GateID, t.run.ID)
+		return t, nil, r, true, nil
+	}
+	disposition := dispositionOf(g)
+	if !req.GetForce() {
+		would := disposition
+		if g := expiryOutlook(t); g != "" {
+			would += "; " + g
+		}
+		r.ContextHint = fmt.Sprintf("Run '%s': gate expired %s ago — would enact %s on --force.", r.GetRunId(), ago, would)
+		return t, nil, r, true, nil
+	}
+	var did *expiry
+	nt, err := e.update(ctx, t.run.ID, func(t *txn) error {
+		if t.def != nil {
+			did = t.enactExpiry("drain")
+		}
+		return nil
+	})
+	if err != nil {
+		return t, nil, nil, true, err
+	}
+	if did == nil {
+		// Answered or carried out since it was read: drain what is there.
+		return nt, nil, nil, false, nil
+	}
+	return nt, []string{fmt.Sprintf("✓ gate enacted (%s).", disposition)}, nil, false, nil
+}
+
+// drainEnded is drain on an ended run.
+func (e *Engine) drainEnded(ctx context.Context, req *realmv1.DrainRunRequest, t *txn) (*realmv1.DrainRunResponse, error) {
+	const command = "drain"
+	r := t.envelope(command)
 	pending := pendingFinalizers(t.run)
 	if len(pending) == 0 {
 		r.ContextHint = fmt.Sprintf("Run '%s' has no pending finalizers. Nothing to drain.", t.run.ID)
@@ -435,5 +521,51 @@ func (e *Engine) DrainRun(ctx context.Context, req *realmv1.DrainRunRequest) (*r
 		lines = append(lines, fmt.Sprintf("Drained run '%s'.", t.run.ID))
 	}
 	r.ContextHint = strings.Join(lines, "\n")
+	return &realmv1.DrainRunResponse{Reply: r}, nil
+}
+
+// voidFinalizer marks one pending finalizer voided by the operator, in one
+// compare-and-set write, unless a drainer's live lease holds it (never
+// bypassed).
+func (e *Engine) voidFinalizer(ctx context.Context, req *realmv1.DrainRunRequest) (*realmv1.DrainRunResponse, error) {
+	const command = "drain"
+	name := req.GetVoid()
+	var refusal string
+	var expiredLease bool
+	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
+		refusal, expiredLease = "", false
+		f := t.run.FinalizerLedger[name]
+		switch {
+		case f == nil:
+			refusal = fmt.Sprintf("No finalizer ledger entry named '%s' on run '%s'.", name, t.run.ID)
+		case f.Status != ledgerPending:
+			refusal = fmt.Sprintf("Finalizer '%s' is '%s', not 'pending' — nothing to void.", name, f.Status)
+		default:
+			if until, held := leaseHeld(f, t.now); held {
+				refusal = fmt.Sprintf("Finalizer '%s' has an active drain lease (expires %s) — a drainer is executing NOW. Wait for the lease to expire (bounded — leases are clamped to 300s) and retry. Not force-bypassable.", name, record.FormatTime(until))
+				return nil
+			}
+			expiredLease = f.LeaseToken != ""
+			f.Status, f.LeaseToken, f.LeaseDeadline = ledgerVoided, "", ""
+			t.touch()
+		}
+		return nil
+	})
+	if reply, ok := readFailure(command, req.GetRunId(), err); ok {
+		return &realmv1.DrainRunResponse{Reply: reply}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := t.envelope(command)
+	if refusal != "" {
+		t.refuse(r, errcode.StateTransitionDenied, refusal)
+		r.NextActions = nil
+		return &realmv1.DrainRunResponse{Reply: r}, nil
+	}
+	r.ContextHint = fmt.Sprintf("finalizer '%s' voided by operator", name)
+	if expiredLease {
+		r.ContextHint += " — may have executed without a recorded mark (its lease had already expired)"
+	}
 	return &realmv1.DrainRunResponse{Reply: r}, nil
 }

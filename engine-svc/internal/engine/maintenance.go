@@ -55,6 +55,12 @@ func (e *Engine) scanRuns(ctx context.Context, m store.Maintenance) ([]storedRun
 	if err != nil {
 		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to read runs from store: "+err.Error())
 	}
+	return decodeStored(docs)
+}
+
+// decodeStored decodes stored run documents; one unreadable one is an
+// error naming it.
+func decodeStored(docs []store.StoredRun) ([]storedRun, error) {
 	out := make([]storedRun, 0, len(docs))
 	for _, d := range docs {
 		var r record.Run
@@ -69,104 +75,137 @@ func (e *Engine) scanRuns(ctx context.Context, m store.Maintenance) ([]storedRun
 	return out, nil
 }
 
+// gcPage is the default page of gc's walk over the store.
+const gcPage = 500
+
 // GcRuns sweeps run-less residue and, with heal, rewrites runs whose
 // stored phase or index membership disagrees with the record (cli spec
-// §4.9). Without force it only reports.
+// §4.9). Without force it only reports. Both walk the store a page at a
+// time: only what they find (residue, stale runs) is kept, never the runs.
 func (e *Engine) GcRuns(ctx context.Context, req *realmv1.GcRunsRequest) (*realmv1.GcRunsResponse, error) {
 	m, err := e.maintenance()
 	if err != nil {
 		return nil, err
 	}
-	// Heal reads every run first: an unreadable one stops the whole call
-	// before the sweep deletes anything.
-	var runs []storedRun
-	if req.GetHeal() {
-		if runs, err = e.scanRuns(ctx, m); err != nil {
-			return nil, err
-		}
-	}
+	page := store.WalkPage(int(req.GetPageSize()), gcPage)
 	resp := &realmv1.GcRunsResponse{}
-	if req.GetSweep() {
-		if err := e.sweep(ctx, m, req, resp); err != nil {
+	// Heal decides on every run first: an unreadable one stops the whole
+	// call before the sweep deletes anything.
+	var stale []string
+	if req.GetHeal() {
+		if stale, err = e.findStale(ctx, m, page, resp); err != nil {
 			return nil, err
 		}
 	}
-	if req.GetHeal() {
-		if err := e.heal(ctx, m, runs, req.GetForce(), resp); err != nil {
+	if req.GetSweep() {
+		if err := e.sweep(ctx, m, req, page, resp); err != nil {
 			return nil, err
 		}
+	}
+	if req.GetHeal() && req.GetForce() {
+		e.heal(ctx, stale, resp)
 	}
 	return resp, nil
 }
 
-func (e *Engine) sweep(ctx context.Context, m store.Maintenance, req *realmv1.GcRunsRequest, resp *realmv1.GcRunsResponse) error {
-	found, err := m.FindResidue(ctx)
+// countPage records one page of gc's walk.
+func countPage(resp *realmv1.GcRunsResponse, n int) {
+	resp.Pages++
+	resp.LargestPage = max(resp.LargestPage, int32(n))
+}
+
+func (e *Engine) sweep(ctx context.Context, m store.Maintenance, req *realmv1.GcRunsRequest, page int, resp *realmv1.GcRunsResponse) error {
+	cutoff := e.now().Add(-time.Duration(req.GetOlderThanSeconds()) * time.Second)
+	err := m.EachResidue(ctx, page, func(found []store.Residue) error {
+		for _, f := range found {
+			// Age is known for evidence and the run indexes; a key whose
+			// age is unknown is reaped whatever the threshold: writes are
+			// atomic, so residue is never a write still in flight.
+			if !f.At.IsZero() && f.At.After(cutoff) {
+				continue
+			}
+			resp.Residue = append(resp.Residue, &realmv1.Residue{Kind: f.Kind, RunId: f.RunID, Key: f.Key})
+			if !req.GetForce() {
+				continue
+			}
+			ok, err := m.ReapResidue(ctx, f)
+			switch {
+			case err != nil:
+				resp.ReapFailed++
+				resp.Failures = append(resp.Failures, fmt.Sprintf("%s: %v", f.Key, err))
+			case ok:
+				resp.Reaped++
+			default:
+				resp.ReapGone++
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to read the store: "+err.Error())
-	}
-	cutoff := e.now().Add(-time.Duration(req.GetOlderThanSeconds()) * time.Second)
-	for _, f := range found {
-		// Age is known for evidence and the run indexes; a key whose age
-		// is unknown is reaped whatever the threshold: writes are atomic,
-		// so residue is never a write still in flight.
-		if !f.At.IsZero() && f.At.After(cutoff) {
-			continue
-		}
-		resp.Residue = append(resp.Residue, &realmv1.Residue{Kind: f.Kind, RunId: f.RunID, Key: f.Key})
-		if !req.GetForce() {
-			continue
-		}
-		ok, err := m.ReapResidue(ctx, f)
-		switch {
-		case err != nil:
-			resp.ReapFailed++
-			resp.Failures = append(resp.Failures, fmt.Sprintf("%s: %v", f.Key, err))
-		case ok:
-			resp.Reaped++
-		default:
-			resp.ReapGone++
-		}
 	}
 	return nil
 }
 
-// heal finds runs whose stored run_phase, or membership of the run
-// indexes, disagrees with what the record derives, and rewrites each
-// through the write path, which recomputes both (bumping version and
-// updated_at).
-func (e *Engine) heal(ctx context.Context, m store.Maintenance, runs []storedRun, force bool, resp *realmv1.GcRunsResponse) error {
-	members, err := m.IndexMembers(ctx)
-	if err != nil {
-		return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to read the run indexes: "+err.Error())
-	}
-	for _, s := range runs {
-		reasons, unindexed := staleness(s, members)
-		if len(reasons) == 0 {
-			continue
+// findStale walks every stored run a page at a time and reports those
+// whose stored run_phase, or membership of the run indexes, disagrees
+// with what the record derives. It returns their ids (to heal) and stops
+// at the first unreadable document.
+func (e *Engine) findStale(ctx context.Context, m store.Maintenance, page int, resp *realmv1.GcRunsResponse) ([]string, error) {
+	var ids []string
+	err := m.EachRun(ctx, page, func(docs []store.StoredRun) error {
+		countPage(resp, len(docs))
+		resp.RunsScanned += int64(len(docs))
+		runs, err := decodeStored(docs)
+		if err != nil {
+			return err
 		}
-		resp.Stale = append(resp.Stale, &realmv1.StaleRun{RunId: s.run.ID, Reasons: reasons})
-		if !force {
-			continue
+		names := make([]string, len(runs))
+		for i, s := range runs {
+			names[i] = s.run.ID
 		}
-		_, err := e.update(ctx, s.run.ID, func(t *txn) error {
-			t.maint = true
-			if unindexed {
-				t.index = append(t.index, indexOp(store.IndexRuns, t.run.ID, record.ParseTime(t.run.CreatedAt)))
+		members, err := m.IndexMembership(ctx, names)
+		if err != nil {
+			return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to read the run indexes: "+err.Error())
+		}
+		for _, s := range runs {
+			if reasons, _ := staleness(s, members); len(reasons) > 0 {
+				resp.Stale = append(resp.Stale, &realmv1.StaleRun{RunId: s.run.ID, Reasons: reasons})
+				ids = append(ids, s.run.ID)
 			}
+		}
+		return nil
+	})
+	var coded *errcode.Error
+	if err != nil && !errors.As(err, &coded) {
+		err = errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to read runs from store: "+err.Error())
+	}
+	return ids, err
+}
+
+// heal rewrites each stale run through the write path, which recomputes
+// its run_phase and index entries (bumping version and updated_at).
+func (e *Engine) heal(ctx context.Context, stale []string, resp *realmv1.GcRunsResponse) {
+	for _, id := range stale {
+		_, err := e.update(ctx, id, func(t *txn) error {
+			t.maint = true
+			// The run index entry is set again whether or not it was
+			// missing: a ZADD of the same score changes nothing.
+			t.index = append(t.index, indexOp(store.IndexRuns, t.run.ID, record.ParseTime(t.run.CreatedAt)))
 			t.touch() // written back unchanged: the write path fixes the rest
 			return nil
 		})
+		e.runs.drop(id)
 		switch {
 		case errors.Is(err, errRunNotFound):
 			resp.HealGone++
 		case err != nil:
 			resp.HealFailed++
-			resp.Failures = append(resp.Failures, fmt.Sprintf("%s: %v", s.run.ID, err))
+			resp.Failures = append(resp.Failures, fmt.Sprintf("%s: %v", id, err))
 		default:
 			resp.Healed++
 		}
 	}
-	return nil
 }
 
 // staleness says how a stored run disagrees with what it derives, and

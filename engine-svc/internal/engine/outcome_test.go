@@ -166,7 +166,7 @@ func TestResumeDecides(t *testing.T) {
 			t.Parallel()
 			tx := setup(t, operated)
 			tt.prep(tx.run)
-			out := tx.resume(tt.step)
+			out := tx.resume(tt.step, false)
 			if out.kind != tt.want {
 				t.Fatalf("resume = %+v, want %v", out, tt.want)
 			}
@@ -189,7 +189,7 @@ func TestResumeReplyNamesTheStepAndWhatIsNext(t *testing.T) {
 	tx := setup(t, operated)
 	tx.run.MarkFailed("a", "boom", &record.Settled{Outcome: "fail"})
 	tx.run.Seal(record.ArmStepFailure, "a", "boom")
-	r := tx.resumeReply("resume", tx.resume("a"))
+	r := tx.resumeReply("resume", tx.resume("a", false))
 	if r.Status != realmv1.ReplyStatus_REPLY_STATUS_OK || r.RunPhase != realmv1.RunPhase_RUN_PHASE_RUNNING ||
 		!strings.HasPrefix(r.ContextHint, "Resumed run 'r1': step 'a' re-enabled and run reset to 'running'.") {
 		t.Fatalf("reply = %v", r)
@@ -429,7 +429,7 @@ func TestDecidingLeavesTheSnapshotAlone(t *testing.T) {
 		{"reclaim", open, func(t *txn) { t.reclaim("b", true, false) }},
 		{"release", open, func(t *txn) { t.release("b", "t1") }},
 		{"append_trace", open, func(t *txn) { t.appendTrace("d", "n1", []*realmv1.TraceEntry{{Event: "e"}}) }},
-		{"resume", ended, func(t *txn) { t.resume("b") }},
+		{"resume", ended, func(t *txn) { t.resume("b", false) }},
 		{"advance", open, func(t *txn) { t.advance(advanceOpts{decideGuards: true, chain: true}) }},
 	}
 	for _, tt := range tests {

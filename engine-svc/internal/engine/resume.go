@@ -20,7 +20,7 @@ func (e *Engine) ResumeRun(ctx context.Context, req *realmv1.ResumeRunRequest) (
 	const command = "resume"
 	var out resumed
 	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
-		out = t.resume(req.GetFromStep())
+		out = t.resume(req.GetFromStep(), req.GetForce())
 		return nil
 	})
 	if reply, ok := readFailure(command, req.GetRunId(), err); ok {
@@ -42,6 +42,7 @@ const (
 	resumeWrongPhase                      // only a failed or abandoned run is resumable
 	resumeNotFailed                       // the step is not a failed one
 	resumeHealthyClaim                    // a live runner is presumed on the step
+	resumeUnknownClaim                    // the step's claim has no deadline, and no --force
 	resumeLeaseHeld                       // a drainer is running one of the run's finalizers
 )
 
@@ -63,8 +64,10 @@ type resumed struct {
 }
 
 // resume makes a failed step of an ended run runnable again, erasing the
-// run's ending and the finalizers it owed, or says why it cannot.
-func (t *txn) resume(step string) resumed {
+// run's ending and the finalizers it owed, or says why it cannot. force
+// overrides a claim of unknown age on the step (never a healthy one): the
+// operator has confirmed its runner is dead.
+func (t *txn) resume(step string, force bool) resumed {
 	r := t.run
 	out := resumed{runID: r.ID, step: step}
 	refuse := func(k resumedKind) resumed { out.kind = k; return out }
@@ -87,6 +90,9 @@ func (t *txn) resume(step string) resumed {
 	if c := r.Claims[step]; c != nil && c.Deadline != nil && t.now.Before(record.ParseTime(*c.Deadline)) {
 		out.deadline = *c.Deadline
 		return refuse(resumeHealthyClaim)
+	}
+	if c := r.Claims[step]; c != nil && c.Deadline == nil && !force {
+		return refuse(resumeUnknownClaim)
 	}
 	for _, n := range pendingFinalizers(r) {
 		if until, ok := leaseHeld(r.FinalizerLedger[n], t.now); ok {
@@ -125,6 +131,8 @@ func (out resumed) refusal() (errcode.Code, string, bool) {
 		return errcode.StateStepNotEligible, fmt.Sprintf("Step '%s' is not in failed_steps for run '%s'.", out.step, out.runID), true
 	case resumeHealthyClaim:
 		return errcode.StateTransitionDenied, fmt.Sprintf("Step '%s' has a HEALTHY claim (deadline %s) — a live runner is presumed on it. Resume refuses to disturb live work.", out.step, out.deadline), true
+	case resumeUnknownClaim:
+		return errcode.StateTransitionDenied, fmt.Sprintf("Step '%s' has an unknown-age claim (no reliable deadline) — its liveness cannot be verified. Re-run with --force to override (only after confirming the runner is actually dead).", out.step), true
 	case resumeLeaseHeld:
 		return errcode.StateTransitionDenied, fmt.Sprintf("Run %s has an active drain lease on finalizer '%s' (expires %s) — a drainer is executing NOW. Wait for it to finish, then resume.", out.runID, out.finalizer, record.FormatTime(out.until)), true
 	}

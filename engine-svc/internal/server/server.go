@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -242,6 +243,38 @@ func (s *Server) PurgeRun(ctx context.Context, req *realmv1.PurgeRunRequest) (*r
 	return resp, grpcErr(err)
 }
 
+// DrainRuns streams drain --all / --expired (operator-only: not in
+// frontDoor).
+func (s *Server) DrainRuns(req *realmv1.DrainRunsRequest, stream grpc.ServerStreamingServer[realmv1.DrainRunsResponse]) error {
+	if err := pageSize(req.GetPageSize()); err != nil {
+		return err
+	}
+	return grpcErr(s.e.DrainRuns(stream.Context(), req, func(ev *realmv1.OperatorEvent) error {
+		return stream.Send(&realmv1.DrainRunsResponse{Event: ev})
+	}))
+}
+
+// PurgeRuns streams purge --older-than (operator-only: not in frontDoor).
+func (s *Server) PurgeRuns(req *realmv1.PurgeRunsRequest, stream grpc.ServerStreamingServer[realmv1.PurgeRunsResponse]) error {
+	if req.GetOlderThanSeconds() <= 0 {
+		return status.Error(codes.InvalidArgument, "older_than_seconds must be positive: purge selects ended runs idle at least that long")
+	}
+	if err := pageSize(req.GetPageSize()); err != nil {
+		return err
+	}
+	return grpcErr(s.e.PurgeRuns(stream.Context(), req, func(ev *realmv1.OperatorEvent) error {
+		return stream.Send(&realmv1.PurgeRunsResponse{Event: ev})
+	}))
+}
+
+// pageSize refuses a negative page or one past engine.MaxPage.
+func pageSize(n int32) error {
+	if n < 0 || n > engine.MaxPage {
+		return status.Errorf(codes.InvalidArgument, "page_size must be between 0 (the default) and %d, not %d", engine.MaxPage, n)
+	}
+	return nil
+}
+
 func (s *Server) ExportRun(ctx context.Context, req *realmv1.ExportRunRequest) (*realmv1.ExportRunResponse, error) {
 	if err := required("run_id", req.GetRunId()); err != nil {
 		return nil, err
@@ -313,6 +346,9 @@ func (s *Server) SealSpawnFailure(ctx context.Context, req *realmv1.SealSpawnFai
 func (s *Server) GcRuns(ctx context.Context, req *realmv1.GcRunsRequest) (*realmv1.GcRunsResponse, error) {
 	if !req.GetSweep() && !req.GetHeal() {
 		return nil, status.Error(codes.InvalidArgument, "sweep or heal is required")
+	}
+	if err := pageSize(req.GetPageSize()); err != nil {
+		return nil, err
 	}
 	if req.GetSweep() && req.GetOlderThanSeconds() < int64(engine.GcFloor.Seconds()) {
 		return nil, status.Errorf(codes.InvalidArgument, "older_than_seconds must be at least %d: gc refuses to reap crash residue younger than that", int64(engine.GcFloor.Seconds()))

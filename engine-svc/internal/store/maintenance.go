@@ -23,9 +23,19 @@ type Maintenance interface {
 	// ScanRuns returns every stored run document, found by key (a run
 	// missing from the run index is found too).
 	ScanRuns(ctx context.Context) ([]StoredRun, error)
+	// EachRun calls fn with the stored run documents, at most size at a
+	// time, found by key; nothing is read whole.
+	EachRun(ctx context.Context, size int, fn func([]StoredRun) error) error
+	// WalkIndex calls fn with the members of a bucket index scored at or
+	// below upTo, at most size at a time.
+	WalkIndex(ctx context.Context, index string, upTo float64, size int, fn func([]IndexEntry) error) error
+	// IndexMembership says which run indexes hold each of the runs named.
+	IndexMembership(ctx context.Context, ids []string) (map[string]map[string]bool, error)
 	// FindResidue returns the side keys and index entries whose run
 	// document is gone.
 	FindResidue(ctx context.Context) ([]Residue, error)
+	// EachResidue is FindResidue a page of at most size at a time.
+	EachResidue(ctx context.Context, size int, fn func([]Residue) error) error
 	// ReapResidue removes one residue, atomically and only if its run is
 	// still gone (and, for a key pointer, it still names that run). It
 	// reports false when there was nothing to remove.

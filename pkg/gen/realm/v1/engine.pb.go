@@ -3497,10 +3497,14 @@ func (x *ExportRunResponse) GetBundle() []byte {
 }
 
 type ResumeRunRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	FromStep      string                 `protobuf:"bytes,2,opt,name=from_step,json=fromStep,proto3" json:"from_step,omitempty"`
-	Caller        *Caller                `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	RunId    string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	FromStep string                 `protobuf:"bytes,2,opt,name=from_step,json=fromStep,proto3" json:"from_step,omitempty"`
+	Caller   *Caller                `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	// force resumes past a claim of unknown age on the step (no recorded
+	// deadline, so its runner's liveness cannot be told); a healthy claim is
+	// never overridden.
+	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3556,6 +3560,13 @@ func (x *ResumeRunRequest) GetCaller() *Caller {
 	return nil
 }
 
+func (x *ResumeRunRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
 type ResumeRunResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reply         *Reply                 `protobuf:"bytes,1,opt,name=reply,proto3" json:"reply,omitempty"`
@@ -3601,10 +3612,16 @@ func (x *ResumeRunResponse) GetReply() *Reply {
 }
 
 type DrainRunRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	Force         bool                   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
-	Caller        *Caller                `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	RunId  string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Force  bool                   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	Caller *Caller                `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	// expired also carries out an open gate whose time is up and that
+	// declares on_expiry (with force; without it, says what it would do).
+	Expired bool `protobuf:"varint,4,opt,name=expired,proto3" json:"expired,omitempty"`
+	// void names a pending finalizer to mark voided instead of running it
+	// (acts without force).
+	Void          string `protobuf:"bytes,5,opt,name=void,proto3" json:"void,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3658,6 +3675,20 @@ func (x *DrainRunRequest) GetCaller() *Caller {
 		return x.Caller
 	}
 	return nil
+}
+
+func (x *DrainRunRequest) GetExpired() bool {
+	if x != nil {
+		return x.Expired
+	}
+	return false
+}
+
+func (x *DrainRunRequest) GetVoid() string {
+	if x != nil {
+		return x.Void
+	}
+	return ""
 }
 
 type DrainRunResponse struct {
@@ -3827,6 +3858,626 @@ func (x *PurgeRunResponse) GetRefusal() PurgeRefusal {
 	return PurgeRefusal_PURGE_REFUSAL_UNSPECIFIED
 }
 
+// DrainRunsRequest selects every ended run owing a finalizer (from the
+// finalizers index) and, with expired, every open gate past its time
+// (from the gate deadlines index).
+type DrainRunsRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Force   bool                   `protobuf:"varint,1,opt,name=force,proto3" json:"force,omitempty"`
+	Expired bool                   `protobuf:"varint,2,opt,name=expired,proto3" json:"expired,omitempty"`
+	Caller  *Caller                `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	// page_size bounds the runs read per page (0: 200; at most 1000).
+	PageSize      int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainRunsRequest) Reset() {
+	*x = DrainRunsRequest{}
+	mi := &file_realm_v1_engine_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainRunsRequest) ProtoMessage() {}
+
+func (x *DrainRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainRunsRequest.ProtoReflect.Descriptor instead.
+func (*DrainRunsRequest) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *DrainRunsRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *DrainRunsRequest) GetExpired() bool {
+	if x != nil {
+		return x.Expired
+	}
+	return false
+}
+
+func (x *DrainRunsRequest) GetCaller() *Caller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+func (x *DrainRunsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// PurgeRunsRequest selects ended runs whose last write is at least
+// older_than_seconds ago, of one workflow when workflow_id is set.
+type PurgeRunsRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	OlderThanSeconds int64                  `protobuf:"varint,1,opt,name=older_than_seconds,json=olderThanSeconds,proto3" json:"older_than_seconds,omitempty"`
+	WorkflowId       string                 `protobuf:"bytes,2,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	Force            bool                   `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
+	// page_size bounds the runs read per page (0: 200; at most 1000).
+	PageSize      int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeRunsRequest) Reset() {
+	*x = PurgeRunsRequest{}
+	mi := &file_realm_v1_engine_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeRunsRequest) ProtoMessage() {}
+
+func (x *PurgeRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeRunsRequest.ProtoReflect.Descriptor instead.
+func (*PurgeRunsRequest) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *PurgeRunsRequest) GetOlderThanSeconds() int64 {
+	if x != nil {
+		return x.OlderThanSeconds
+	}
+	return 0
+}
+
+func (x *PurgeRunsRequest) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *PurgeRunsRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *PurgeRunsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// DrainRunsResponse and PurgeRunsResponse are each one event of the stream.
+type DrainRunsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Event         *OperatorEvent         `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainRunsResponse) Reset() {
+	*x = DrainRunsResponse{}
+	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainRunsResponse) ProtoMessage() {}
+
+func (x *DrainRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainRunsResponse.ProtoReflect.Descriptor instead.
+func (*DrainRunsResponse) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *DrainRunsResponse) GetEvent() *OperatorEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+type PurgeRunsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Event         *OperatorEvent         `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeRunsResponse) Reset() {
+	*x = PurgeRunsResponse{}
+	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeRunsResponse) ProtoMessage() {}
+
+func (x *PurgeRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeRunsResponse.ProtoReflect.Descriptor instead.
+func (*PurgeRunsResponse) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *PurgeRunsResponse) GetEvent() *OperatorEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+// OperatorEvent is one event of a batch act's stream: a run it selected, a
+// page it finished, or (last) the summary.
+type OperatorEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*OperatorEvent_Item
+	//	*OperatorEvent_Progress
+	//	*OperatorEvent_Summary
+	Event         isOperatorEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperatorEvent) Reset() {
+	*x = OperatorEvent{}
+	mi := &file_realm_v1_engine_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorEvent) ProtoMessage() {}
+
+func (x *OperatorEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorEvent.ProtoReflect.Descriptor instead.
+func (*OperatorEvent) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *OperatorEvent) GetEvent() isOperatorEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *OperatorEvent) GetItem() *OperatorItem {
+	if x != nil {
+		if x, ok := x.Event.(*OperatorEvent_Item); ok {
+			return x.Item
+		}
+	}
+	return nil
+}
+
+func (x *OperatorEvent) GetProgress() *OperatorProgress {
+	if x != nil {
+		if x, ok := x.Event.(*OperatorEvent_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *OperatorEvent) GetSummary() *OperatorSummary {
+	if x != nil {
+		if x, ok := x.Event.(*OperatorEvent_Summary); ok {
+			return x.Summary
+		}
+	}
+	return nil
+}
+
+type isOperatorEvent_Event interface {
+	isOperatorEvent_Event()
+}
+
+type OperatorEvent_Item struct {
+	Item *OperatorItem `protobuf:"bytes,1,opt,name=item,proto3,oneof"`
+}
+
+type OperatorEvent_Progress struct {
+	Progress *OperatorProgress `protobuf:"bytes,2,opt,name=progress,proto3,oneof"`
+}
+
+type OperatorEvent_Summary struct {
+	Summary *OperatorSummary `protobuf:"bytes,3,opt,name=summary,proto3,oneof"`
+}
+
+func (*OperatorEvent_Item) isOperatorEvent_Event() {}
+
+func (*OperatorEvent_Progress) isOperatorEvent_Event() {}
+
+func (*OperatorEvent_Summary) isOperatorEvent_Event() {}
+
+// OperatorItem is one selected run and what the act did or would do to it.
+type OperatorItem struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	RunId    string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunPhase RunPhase               `protobuf:"varint,2,opt,name=run_phase,json=runPhase,proto3,enum=realm.v1.RunPhase" json:"run_phase,omitempty"`
+	// outcome: would (dry run), done, gone (deleted meanwhile), blocked
+	// (refused by the run's state now), failed (the store failed), warned
+	// (left out of the batch, with line saying why).
+	Outcome string `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// line is what the operator reads about the run.
+	Line string `protobuf:"bytes,4,opt,name=line,proto3" json:"line,omitempty"`
+	// size_bytes is the stored size of the run (purge).
+	SizeBytes int64 `protobuf:"varint,5,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// resumable: the run ended failed or abandoned with a failed step, so
+	// realm run resume could reopen it (purge).
+	Resumable     bool `protobuf:"varint,6,opt,name=resumable,proto3" json:"resumable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperatorItem) Reset() {
+	*x = OperatorItem{}
+	mi := &file_realm_v1_engine_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorItem) ProtoMessage() {}
+
+func (x *OperatorItem) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorItem.ProtoReflect.Descriptor instead.
+func (*OperatorItem) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *OperatorItem) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *OperatorItem) GetRunPhase() RunPhase {
+	if x != nil {
+		return x.RunPhase
+	}
+	return RunPhase_RUN_PHASE_UNSPECIFIED
+}
+
+func (x *OperatorItem) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *OperatorItem) GetLine() string {
+	if x != nil {
+		return x.Line
+	}
+	return ""
+}
+
+func (x *OperatorItem) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *OperatorItem) GetResumable() bool {
+	if x != nil {
+		return x.Resumable
+	}
+	return false
+}
+
+// OperatorProgress follows each page of the walk.
+type OperatorProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// scanned counts the runs read so far; batch those read by this page
+	// (never more than the page size).
+	Scanned       int64 `protobuf:"varint,1,opt,name=scanned,proto3" json:"scanned,omitempty"`
+	Batch         int32 `protobuf:"varint,2,opt,name=batch,proto3" json:"batch,omitempty"`
+	Selected      int64 `protobuf:"varint,3,opt,name=selected,proto3" json:"selected,omitempty"`
+	Done          int64 `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperatorProgress) Reset() {
+	*x = OperatorProgress{}
+	mi := &file_realm_v1_engine_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorProgress) ProtoMessage() {}
+
+func (x *OperatorProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorProgress.ProtoReflect.Descriptor instead.
+func (*OperatorProgress) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *OperatorProgress) GetScanned() int64 {
+	if x != nil {
+		return x.Scanned
+	}
+	return 0
+}
+
+func (x *OperatorProgress) GetBatch() int32 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+func (x *OperatorProgress) GetSelected() int64 {
+	if x != nil {
+		return x.Selected
+	}
+	return 0
+}
+
+func (x *OperatorProgress) GetDone() int64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+type OperatorSummary struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Scanned   int64                  `protobuf:"varint,1,opt,name=scanned,proto3" json:"scanned,omitempty"`
+	Selected  int64                  `protobuf:"varint,2,opt,name=selected,proto3" json:"selected,omitempty"`
+	Done      int64                  `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	Gone      int64                  `protobuf:"varint,4,opt,name=gone,proto3" json:"gone,omitempty"`
+	Blocked   int64                  `protobuf:"varint,5,opt,name=blocked,proto3" json:"blocked,omitempty"`
+	Failed    int64                  `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	Warned    int64                  `protobuf:"varint,7,opt,name=warned,proto3" json:"warned,omitempty"`
+	Resumable int64                  `protobuf:"varint,8,opt,name=resumable,proto3" json:"resumable,omitempty"`
+	SizeBytes int64                  `protobuf:"varint,9,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// pages counts the pages walked; largest_page the most runs one read.
+	Pages         int64 `protobuf:"varint,10,opt,name=pages,proto3" json:"pages,omitempty"`
+	LargestPage   int32 `protobuf:"varint,11,opt,name=largest_page,json=largestPage,proto3" json:"largest_page,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperatorSummary) Reset() {
+	*x = OperatorSummary{}
+	mi := &file_realm_v1_engine_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorSummary) ProtoMessage() {}
+
+func (x *OperatorSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_engine_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorSummary.ProtoReflect.Descriptor instead.
+func (*OperatorSummary) Descriptor() ([]byte, []int) {
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *OperatorSummary) GetScanned() int64 {
+	if x != nil {
+		return x.Scanned
+	}
+	return 0
+}
+
+func (x *OperatorSummary) GetSelected() int64 {
+	if x != nil {
+		return x.Selected
+	}
+	return 0
+}
+
+func (x *OperatorSummary) GetDone() int64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+func (x *OperatorSummary) GetGone() int64 {
+	if x != nil {
+		return x.Gone
+	}
+	return 0
+}
+
+func (x *OperatorSummary) GetBlocked() int64 {
+	if x != nil {
+		return x.Blocked
+	}
+	return 0
+}
+
+func (x *OperatorSummary) GetFailed() int64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *OperatorSummary) GetWarned() int64 {
+	if x != nil {
+		return x.Warned
+	}
+	return 0
+}
+
+func (x *OperatorSummary) GetResumable() int64 {
+	if x != nil {
+		return x.Resumable
+	}
+	return 0
+}
+
+func (x *OperatorSummary) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *OperatorSummary) GetPages() int64 {
+	if x != nil {
+		return x.Pages
+	}
+	return 0
+}
+
+func (x *OperatorSummary) GetLargestPage() int32 {
+	if x != nil {
+		return x.LargestPage
+	}
+	return 0
+}
+
 type ReclaimRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -3843,7 +4494,7 @@ type ReclaimRunRequest struct {
 
 func (x *ReclaimRunRequest) Reset() {
 	*x = ReclaimRunRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[51]
+	mi := &file_realm_v1_engine_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3855,7 +4506,7 @@ func (x *ReclaimRunRequest) String() string {
 func (*ReclaimRunRequest) ProtoMessage() {}
 
 func (x *ReclaimRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[51]
+	mi := &file_realm_v1_engine_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3868,7 +4519,7 @@ func (x *ReclaimRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReclaimRunRequest.ProtoReflect.Descriptor instead.
 func (*ReclaimRunRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{51}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ReclaimRunRequest) GetRunId() string {
@@ -3918,7 +4569,7 @@ type ReclaimRunResponse struct {
 
 func (x *ReclaimRunResponse) Reset() {
 	*x = ReclaimRunResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[52]
+	mi := &file_realm_v1_engine_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3930,7 +4581,7 @@ func (x *ReclaimRunResponse) String() string {
 func (*ReclaimRunResponse) ProtoMessage() {}
 
 func (x *ReclaimRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[52]
+	mi := &file_realm_v1_engine_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3943,7 +4594,7 @@ func (x *ReclaimRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReclaimRunResponse.ProtoReflect.Descriptor instead.
 func (*ReclaimRunResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{52}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReclaimRunResponse) GetReply() *Reply {
@@ -3971,7 +4622,7 @@ type ClaimStepRequest struct {
 
 func (x *ClaimStepRequest) Reset() {
 	*x = ClaimStepRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	mi := &file_realm_v1_engine_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3983,7 +4634,7 @@ func (x *ClaimStepRequest) String() string {
 func (*ClaimStepRequest) ProtoMessage() {}
 
 func (x *ClaimStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[53]
+	mi := &file_realm_v1_engine_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3996,7 +4647,7 @@ func (x *ClaimStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimStepRequest.ProtoReflect.Descriptor instead.
 func (*ClaimStepRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{53}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClaimStepRequest) GetRunId() string {
@@ -4034,7 +4685,7 @@ type ClaimStepResponse struct {
 
 func (x *ClaimStepResponse) Reset() {
 	*x = ClaimStepResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	mi := &file_realm_v1_engine_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4046,7 +4697,7 @@ func (x *ClaimStepResponse) String() string {
 func (*ClaimStepResponse) ProtoMessage() {}
 
 func (x *ClaimStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[54]
+	mi := &file_realm_v1_engine_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4059,7 +4710,7 @@ func (x *ClaimStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimStepResponse.ProtoReflect.Descriptor instead.
 func (*ClaimStepResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{54}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ClaimStepResponse) GetReply() *Reply {
@@ -4095,7 +4746,7 @@ type ReleaseClaimRequest struct {
 
 func (x *ReleaseClaimRequest) Reset() {
 	*x = ReleaseClaimRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[55]
+	mi := &file_realm_v1_engine_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4107,7 +4758,7 @@ func (x *ReleaseClaimRequest) String() string {
 func (*ReleaseClaimRequest) ProtoMessage() {}
 
 func (x *ReleaseClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[55]
+	mi := &file_realm_v1_engine_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4120,7 +4771,7 @@ func (x *ReleaseClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseClaimRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseClaimRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{55}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReleaseClaimRequest) GetRunId() string {
@@ -4162,7 +4813,7 @@ type ReleaseClaimResponse struct {
 
 func (x *ReleaseClaimResponse) Reset() {
 	*x = ReleaseClaimResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[56]
+	mi := &file_realm_v1_engine_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4174,7 +4825,7 @@ func (x *ReleaseClaimResponse) String() string {
 func (*ReleaseClaimResponse) ProtoMessage() {}
 
 func (x *ReleaseClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[56]
+	mi := &file_realm_v1_engine_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4187,7 +4838,7 @@ func (x *ReleaseClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseClaimResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseClaimResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{56}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ReleaseClaimResponse) GetReply() *Reply {
@@ -4215,7 +4866,7 @@ type RecordDriveFailureRequest struct {
 
 func (x *RecordDriveFailureRequest) Reset() {
 	*x = RecordDriveFailureRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[57]
+	mi := &file_realm_v1_engine_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4227,7 +4878,7 @@ func (x *RecordDriveFailureRequest) String() string {
 func (*RecordDriveFailureRequest) ProtoMessage() {}
 
 func (x *RecordDriveFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[57]
+	mi := &file_realm_v1_engine_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4240,7 +4891,7 @@ func (x *RecordDriveFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordDriveFailureRequest.ProtoReflect.Descriptor instead.
 func (*RecordDriveFailureRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{57}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RecordDriveFailureRequest) GetRunId() string {
@@ -4273,7 +4924,7 @@ type RecordDriveFailureResponse struct {
 
 func (x *RecordDriveFailureResponse) Reset() {
 	*x = RecordDriveFailureResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[58]
+	mi := &file_realm_v1_engine_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4285,7 +4936,7 @@ func (x *RecordDriveFailureResponse) String() string {
 func (*RecordDriveFailureResponse) ProtoMessage() {}
 
 func (x *RecordDriveFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[58]
+	mi := &file_realm_v1_engine_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4298,7 +4949,7 @@ func (x *RecordDriveFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordDriveFailureResponse.ProtoReflect.Descriptor instead.
 func (*RecordDriveFailureResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{58}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RecordDriveFailureResponse) GetRunVersion() int64 {
@@ -4320,7 +4971,7 @@ type SealSpawnFailureRequest struct {
 
 func (x *SealSpawnFailureRequest) Reset() {
 	*x = SealSpawnFailureRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[59]
+	mi := &file_realm_v1_engine_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4332,7 +4983,7 @@ func (x *SealSpawnFailureRequest) String() string {
 func (*SealSpawnFailureRequest) ProtoMessage() {}
 
 func (x *SealSpawnFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[59]
+	mi := &file_realm_v1_engine_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4345,7 +4996,7 @@ func (x *SealSpawnFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSpawnFailureRequest.ProtoReflect.Descriptor instead.
 func (*SealSpawnFailureRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{59}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SealSpawnFailureRequest) GetRunId() string {
@@ -4378,7 +5029,7 @@ type SealSpawnFailureResponse struct {
 
 func (x *SealSpawnFailureResponse) Reset() {
 	*x = SealSpawnFailureResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[60]
+	mi := &file_realm_v1_engine_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4390,7 +5041,7 @@ func (x *SealSpawnFailureResponse) String() string {
 func (*SealSpawnFailureResponse) ProtoMessage() {}
 
 func (x *SealSpawnFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[60]
+	mi := &file_realm_v1_engine_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4403,7 +5054,7 @@ func (x *SealSpawnFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealSpawnFailureResponse.ProtoReflect.Descriptor instead.
 func (*SealSpawnFailureResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{60}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SealSpawnFailureResponse) GetRunPhase() RunPhase {
@@ -4423,15 +5074,18 @@ type GcRunsRequest struct {
 	OlderThanSeconds int64 `protobuf:"varint,2,opt,name=older_than_seconds,json=olderThanSeconds,proto3" json:"older_than_seconds,omitempty"`
 	// heal rewrites runs whose stored run_phase or index membership
 	// disagrees with the record.
-	Heal          bool `protobuf:"varint,3,opt,name=heal,proto3" json:"heal,omitempty"`
-	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	Heal  bool `protobuf:"varint,3,opt,name=heal,proto3" json:"heal,omitempty"`
+	Force bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	// page_size bounds the runs (and keys) read per page of the walk over
+	// the store (0: 500; at most 1000).
+	PageSize      int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GcRunsRequest) Reset() {
 	*x = GcRunsRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[61]
+	mi := &file_realm_v1_engine_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4443,7 +5097,7 @@ func (x *GcRunsRequest) String() string {
 func (*GcRunsRequest) ProtoMessage() {}
 
 func (x *GcRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[61]
+	mi := &file_realm_v1_engine_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4456,7 +5110,7 @@ func (x *GcRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRunsRequest.ProtoReflect.Descriptor instead.
 func (*GcRunsRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{61}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GcRunsRequest) GetSweep() bool {
@@ -4487,6 +5141,13 @@ func (x *GcRunsRequest) GetForce() bool {
 	return false
 }
 
+func (x *GcRunsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
 // Residue is one run-less side key or index entry.
 type Residue struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4501,7 +5162,7 @@ type Residue struct {
 
 func (x *Residue) Reset() {
 	*x = Residue{}
-	mi := &file_realm_v1_engine_proto_msgTypes[62]
+	mi := &file_realm_v1_engine_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4513,7 +5174,7 @@ func (x *Residue) String() string {
 func (*Residue) ProtoMessage() {}
 
 func (x *Residue) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[62]
+	mi := &file_realm_v1_engine_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4526,7 +5187,7 @@ func (x *Residue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Residue.ProtoReflect.Descriptor instead.
 func (*Residue) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{62}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *Residue) GetKind() string {
@@ -4562,7 +5223,7 @@ type StaleRun struct {
 
 func (x *StaleRun) Reset() {
 	*x = StaleRun{}
-	mi := &file_realm_v1_engine_proto_msgTypes[63]
+	mi := &file_realm_v1_engine_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4574,7 +5235,7 @@ func (x *StaleRun) String() string {
 func (*StaleRun) ProtoMessage() {}
 
 func (x *StaleRun) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[63]
+	mi := &file_realm_v1_engine_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4587,7 +5248,7 @@ func (x *StaleRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StaleRun.ProtoReflect.Descriptor instead.
 func (*StaleRun) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{63}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *StaleRun) GetRunId() string {
@@ -4616,14 +5277,19 @@ type GcRunsResponse struct {
 	HealGone   int32       `protobuf:"varint,7,opt,name=heal_gone,json=healGone,proto3" json:"heal_gone,omitempty"`
 	HealFailed int32       `protobuf:"varint,8,opt,name=heal_failed,json=healFailed,proto3" json:"heal_failed,omitempty"`
 	// failures are one line per failed reap or heal.
-	Failures      []string `protobuf:"bytes,9,rep,name=failures,proto3" json:"failures,omitempty"`
+	Failures []string `protobuf:"bytes,9,rep,name=failures,proto3" json:"failures,omitempty"`
+	// runs_scanned counts the run documents heal read; pages the pages of
+	// heal's walk, largest_page the most runs one page read.
+	RunsScanned   int64 `protobuf:"varint,10,opt,name=runs_scanned,json=runsScanned,proto3" json:"runs_scanned,omitempty"`
+	Pages         int64 `protobuf:"varint,11,opt,name=pages,proto3" json:"pages,omitempty"`
+	LargestPage   int32 `protobuf:"varint,12,opt,name=largest_page,json=largestPage,proto3" json:"largest_page,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GcRunsResponse) Reset() {
 	*x = GcRunsResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[64]
+	mi := &file_realm_v1_engine_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4635,7 +5301,7 @@ func (x *GcRunsResponse) String() string {
 func (*GcRunsResponse) ProtoMessage() {}
 
 func (x *GcRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[64]
+	mi := &file_realm_v1_engine_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4648,7 +5314,7 @@ func (x *GcRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GcRunsResponse.ProtoReflect.Descriptor instead.
 func (*GcRunsResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{64}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GcRunsResponse) GetResidue() []*Residue {
@@ -4714,6 +5380,27 @@ func (x *GcRunsResponse) GetFailures() []string {
 	return nil
 }
 
+func (x *GcRunsResponse) GetRunsScanned() int64 {
+	if x != nil {
+		return x.RunsScanned
+	}
+	return 0
+}
+
+func (x *GcRunsResponse) GetPages() int64 {
+	if x != nil {
+		return x.Pages
+	}
+	return 0
+}
+
+func (x *GcRunsResponse) GetLargestPage() int32 {
+	if x != nil {
+		return x.LargestPage
+	}
+	return 0
+}
+
 type ReconcileKeysRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// workflow_id limits the rebuild to one workflow ("" = all).
@@ -4725,7 +5412,7 @@ type ReconcileKeysRequest struct {
 
 func (x *ReconcileKeysRequest) Reset() {
 	*x = ReconcileKeysRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[65]
+	mi := &file_realm_v1_engine_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4737,7 +5424,7 @@ func (x *ReconcileKeysRequest) String() string {
 func (*ReconcileKeysRequest) ProtoMessage() {}
 
 func (x *ReconcileKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[65]
+	mi := &file_realm_v1_engine_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4750,7 +5437,7 @@ func (x *ReconcileKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileKeysRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileKeysRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{65}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ReconcileKeysRequest) GetWorkflowId() string {
@@ -4781,7 +5468,7 @@ type DuplicateKeyGroup struct {
 
 func (x *DuplicateKeyGroup) Reset() {
 	*x = DuplicateKeyGroup{}
-	mi := &file_realm_v1_engine_proto_msgTypes[66]
+	mi := &file_realm_v1_engine_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4793,7 +5480,7 @@ func (x *DuplicateKeyGroup) String() string {
 func (*DuplicateKeyGroup) ProtoMessage() {}
 
 func (x *DuplicateKeyGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[66]
+	mi := &file_realm_v1_engine_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4806,7 +5493,7 @@ func (x *DuplicateKeyGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DuplicateKeyGroup.ProtoReflect.Descriptor instead.
 func (*DuplicateKeyGroup) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{66}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DuplicateKeyGroup) GetWorkflowId() string {
@@ -4850,7 +5537,7 @@ type ReconcileKeysResponse struct {
 
 func (x *ReconcileKeysResponse) Reset() {
 	*x = ReconcileKeysResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[67]
+	mi := &file_realm_v1_engine_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4862,7 +5549,7 @@ func (x *ReconcileKeysResponse) String() string {
 func (*ReconcileKeysResponse) ProtoMessage() {}
 
 func (x *ReconcileKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[67]
+	mi := &file_realm_v1_engine_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4875,7 +5562,7 @@ func (x *ReconcileKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileKeysResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileKeysResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{67}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ReconcileKeysResponse) GetWritten() int32 {
@@ -4915,7 +5602,7 @@ type StampSealsRequest struct {
 
 func (x *StampSealsRequest) Reset() {
 	*x = StampSealsRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[68]
+	mi := &file_realm_v1_engine_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4927,7 +5614,7 @@ func (x *StampSealsRequest) String() string {
 func (*StampSealsRequest) ProtoMessage() {}
 
 func (x *StampSealsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[68]
+	mi := &file_realm_v1_engine_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4940,7 +5627,7 @@ func (x *StampSealsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampSealsRequest.ProtoReflect.Descriptor instead.
 func (*StampSealsRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{68}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *StampSealsRequest) GetForce() bool {
@@ -4964,7 +5651,7 @@ type SealFinding struct {
 
 func (x *SealFinding) Reset() {
 	*x = SealFinding{}
-	mi := &file_realm_v1_engine_proto_msgTypes[69]
+	mi := &file_realm_v1_engine_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4976,7 +5663,7 @@ func (x *SealFinding) String() string {
 func (*SealFinding) ProtoMessage() {}
 
 func (x *SealFinding) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[69]
+	mi := &file_realm_v1_engine_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4989,7 +5676,7 @@ func (x *SealFinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealFinding.ProtoReflect.Descriptor instead.
 func (*SealFinding) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{69}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SealFinding) GetRunId() string {
@@ -5037,7 +5724,7 @@ type StampSealsResponse struct {
 
 func (x *StampSealsResponse) Reset() {
 	*x = StampSealsResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[70]
+	mi := &file_realm_v1_engine_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5049,7 +5736,7 @@ func (x *StampSealsResponse) String() string {
 func (*StampSealsResponse) ProtoMessage() {}
 
 func (x *StampSealsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[70]
+	mi := &file_realm_v1_engine_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5062,7 +5749,7 @@ func (x *StampSealsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StampSealsResponse.ProtoReflect.Descriptor instead.
 func (*StampSealsResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{70}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *StampSealsResponse) GetStamped() []*SealFinding {
@@ -5129,7 +5816,7 @@ type MigrateWorkflowsRequest struct {
 
 func (x *MigrateWorkflowsRequest) Reset() {
 	*x = MigrateWorkflowsRequest{}
-	mi := &file_realm_v1_engine_proto_msgTypes[71]
+	mi := &file_realm_v1_engine_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5141,7 +5828,7 @@ func (x *MigrateWorkflowsRequest) String() string {
 func (*MigrateWorkflowsRequest) ProtoMessage() {}
 
 func (x *MigrateWorkflowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[71]
+	mi := &file_realm_v1_engine_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5154,7 +5841,7 @@ func (x *MigrateWorkflowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*MigrateWorkflowsRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{71}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{79}
 }
 
 type MigrateWorkflowsResponse struct {
@@ -5167,7 +5854,7 @@ type MigrateWorkflowsResponse struct {
 
 func (x *MigrateWorkflowsResponse) Reset() {
 	*x = MigrateWorkflowsResponse{}
-	mi := &file_realm_v1_engine_proto_msgTypes[72]
+	mi := &file_realm_v1_engine_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5179,7 +5866,7 @@ func (x *MigrateWorkflowsResponse) String() string {
 func (*MigrateWorkflowsResponse) ProtoMessage() {}
 
 func (x *MigrateWorkflowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_engine_proto_msgTypes[72]
+	mi := &file_realm_v1_engine_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5192,7 +5879,7 @@ func (x *MigrateWorkflowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateWorkflowsResponse.ProtoReflect.Descriptor instead.
 func (*MigrateWorkflowsResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_engine_proto_rawDescGZIP(), []int{72}
+	return file_realm_v1_engine_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *MigrateWorkflowsResponse) GetMigrated() int32 {
@@ -5540,17 +6227,20 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12!\n" +
 	"\fwith_secrets\x18\x02 \x01(\bR\vwithSecrets\"+\n" +
 	"\x11ExportRunResponse\x12\x16\n" +
-	"\x06bundle\x18\x01 \x01(\fR\x06bundle\"p\n" +
+	"\x06bundle\x18\x01 \x01(\fR\x06bundle\"\x86\x01\n" +
 	"\x10ResumeRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tfrom_step\x18\x02 \x01(\tR\bfromStep\x12(\n" +
-	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\":\n" +
+	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\":\n" +
 	"\x11ResumeRunResponse\x12%\n" +
-	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"h\n" +
+	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\x96\x01\n" +
 	"\x0fDrainRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\x12(\n" +
-	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\"9\n" +
+	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\x12\x18\n" +
+	"\aexpired\x18\x04 \x01(\bR\aexpired\x12\x12\n" +
+	"\x04void\x18\x05 \x01(\tR\x04void\"9\n" +
 	"\x10DrainRunResponse\x12%\n" +
 	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\">\n" +
 	"\x0fPurgeRunRequest\x12\x15\n" +
@@ -5560,7 +6250,54 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x06purged\x18\x01 \x01(\bR\x06purged\x12!\n" +
 	"\fwould_remove\x18\x02 \x03(\tR\vwouldRemove\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x120\n" +
-	"\arefusal\x18\x04 \x01(\x0e2\x16.realm.v1.PurgeRefusalR\arefusal\"\xa7\x01\n" +
+	"\arefusal\x18\x04 \x01(\x0e2\x16.realm.v1.PurgeRefusalR\arefusal\"\x89\x01\n" +
+	"\x10DrainRunsRequest\x12\x14\n" +
+	"\x05force\x18\x01 \x01(\bR\x05force\x12\x18\n" +
+	"\aexpired\x18\x02 \x01(\bR\aexpired\x12(\n" +
+	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\"\x94\x01\n" +
+	"\x10PurgeRunsRequest\x12,\n" +
+	"\x12older_than_seconds\x18\x01 \x01(\x03R\x10olderThanSeconds\x12\x1f\n" +
+	"\vworkflow_id\x18\x02 \x01(\tR\n" +
+	"workflowId\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\"B\n" +
+	"\x11DrainRunsResponse\x12-\n" +
+	"\x05event\x18\x01 \x01(\v2\x17.realm.v1.OperatorEventR\x05event\"B\n" +
+	"\x11PurgeRunsResponse\x12-\n" +
+	"\x05event\x18\x01 \x01(\v2\x17.realm.v1.OperatorEventR\x05event\"\xb7\x01\n" +
+	"\rOperatorEvent\x12,\n" +
+	"\x04item\x18\x01 \x01(\v2\x16.realm.v1.OperatorItemH\x00R\x04item\x128\n" +
+	"\bprogress\x18\x02 \x01(\v2\x1a.realm.v1.OperatorProgressH\x00R\bprogress\x125\n" +
+	"\asummary\x18\x03 \x01(\v2\x19.realm.v1.OperatorSummaryH\x00R\asummaryB\a\n" +
+	"\x05event\"\xc1\x01\n" +
+	"\fOperatorItem\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12/\n" +
+	"\trun_phase\x18\x02 \x01(\x0e2\x12.realm.v1.RunPhaseR\brunPhase\x12\x18\n" +
+	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12\x12\n" +
+	"\x04line\x18\x04 \x01(\tR\x04line\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x05 \x01(\x03R\tsizeBytes\x12\x1c\n" +
+	"\tresumable\x18\x06 \x01(\bR\tresumable\"r\n" +
+	"\x10OperatorProgress\x12\x18\n" +
+	"\ascanned\x18\x01 \x01(\x03R\ascanned\x12\x14\n" +
+	"\x05batch\x18\x02 \x01(\x05R\x05batch\x12\x1a\n" +
+	"\bselected\x18\x03 \x01(\x03R\bselected\x12\x12\n" +
+	"\x04done\x18\x04 \x01(\x03R\x04done\"\xaf\x02\n" +
+	"\x0fOperatorSummary\x12\x18\n" +
+	"\ascanned\x18\x01 \x01(\x03R\ascanned\x12\x1a\n" +
+	"\bselected\x18\x02 \x01(\x03R\bselected\x12\x12\n" +
+	"\x04done\x18\x03 \x01(\x03R\x04done\x12\x12\n" +
+	"\x04gone\x18\x04 \x01(\x03R\x04gone\x12\x18\n" +
+	"\ablocked\x18\x05 \x01(\x03R\ablocked\x12\x16\n" +
+	"\x06failed\x18\x06 \x01(\x03R\x06failed\x12\x16\n" +
+	"\x06warned\x18\a \x01(\x03R\x06warned\x12\x1c\n" +
+	"\tresumable\x18\b \x01(\x03R\tresumable\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\t \x01(\x03R\tsizeBytes\x12\x14\n" +
+	"\x05pages\x18\n" +
+	" \x01(\x03R\x05pages\x12!\n" +
+	"\flargest_page\x18\v \x01(\x05R\vlargestPage\"\xa7\x01\n" +
 	"\x11ReclaimRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\tR\x04step\x12\x14\n" +
@@ -5600,19 +6337,20 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12(\n" +
 	"\x06caller\x18\x03 \x01(\v2\x10.realm.v1.CallerR\x06caller\"K\n" +
 	"\x18SealSpawnFailureResponse\x12/\n" +
-	"\trun_phase\x18\x01 \x01(\x0e2\x12.realm.v1.RunPhaseR\brunPhase\"}\n" +
+	"\trun_phase\x18\x01 \x01(\x0e2\x12.realm.v1.RunPhaseR\brunPhase\"\x9a\x01\n" +
 	"\rGcRunsRequest\x12\x14\n" +
 	"\x05sweep\x18\x01 \x01(\bR\x05sweep\x12,\n" +
 	"\x12older_than_seconds\x18\x02 \x01(\x03R\x10olderThanSeconds\x12\x12\n" +
 	"\x04heal\x18\x03 \x01(\bR\x04heal\x12\x14\n" +
-	"\x05force\x18\x04 \x01(\bR\x05force\"F\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\x12\x1b\n" +
+	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\"F\n" +
 	"\aResidue\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\tR\x03key\";\n" +
 	"\bStaleRun\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
-	"\areasons\x18\x02 \x03(\tR\areasons\"\xaf\x02\n" +
+	"\areasons\x18\x02 \x03(\tR\areasons\"\x8b\x03\n" +
 	"\x0eGcRunsResponse\x12+\n" +
 	"\aresidue\x18\x01 \x03(\v2\x11.realm.v1.ResidueR\aresidue\x12\x16\n" +
 	"\x06reaped\x18\x02 \x01(\x05R\x06reaped\x12\x1b\n" +
@@ -5624,7 +6362,11 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\theal_gone\x18\a \x01(\x05R\bhealGone\x12\x1f\n" +
 	"\vheal_failed\x18\b \x01(\x05R\n" +
 	"healFailed\x12\x1a\n" +
-	"\bfailures\x18\t \x03(\tR\bfailures\"P\n" +
+	"\bfailures\x18\t \x03(\tR\bfailures\x12!\n" +
+	"\fruns_scanned\x18\n" +
+	" \x01(\x03R\vrunsScanned\x12\x14\n" +
+	"\x05pages\x18\v \x01(\x03R\x05pages\x12!\n" +
+	"\flargest_page\x18\f \x01(\x05R\vlargestPage\"P\n" +
 	"\x14ReconcileKeysRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12\x17\n" +
@@ -5670,7 +6412,7 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x1bPURGE_REFUSAL_RUN_NOT_FOUND\x10\x01\x12\x1e\n" +
 	"\x1aPURGE_REFUSAL_NOT_TERMINAL\x10\x02\x12\x1f\n" +
 	"\x1bPURGE_REFUSAL_HEALTHY_CLAIM\x10\x03\x12\x1f\n" +
-	"\x1bPURGE_REFUSAL_DRAIN_PENDING\x10\x042\xaa\x11\n" +
+	"\x1bPURGE_REFUSAL_DRAIN_PENDING\x10\x042\xba\x12\n" +
 	"\rEngineService\x12Y\n" +
 	"\x10ValidateWorkflow\x12!.realm.v1.ValidateWorkflowRequest\x1a\".realm.v1.ValidateWorkflowResponse\x12Y\n" +
 	"\x10RegisterWorkflow\x12!.realm.v1.RegisterWorkflowRequest\x1a\".realm.v1.RegisterWorkflowResponse\x12P\n" +
@@ -5695,7 +6437,9 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\bDrainRun\x12\x19.realm.v1.DrainRunRequest\x1a\x1a.realm.v1.DrainRunResponse\x12A\n" +
 	"\bPurgeRun\x12\x19.realm.v1.PurgeRunRequest\x1a\x1a.realm.v1.PurgeRunResponse\x12G\n" +
 	"\n" +
-	"ReclaimRun\x12\x1b.realm.v1.ReclaimRunRequest\x1a\x1c.realm.v1.ReclaimRunResponse\x12D\n" +
+	"ReclaimRun\x12\x1b.realm.v1.ReclaimRunRequest\x1a\x1c.realm.v1.ReclaimRunResponse\x12F\n" +
+	"\tDrainRuns\x12\x1a.realm.v1.DrainRunsRequest\x1a\x1b.realm.v1.DrainRunsResponse0\x01\x12F\n" +
+	"\tPurgeRuns\x12\x1a.realm.v1.PurgeRunsRequest\x1a\x1b.realm.v1.PurgeRunsResponse0\x01\x12D\n" +
 	"\tClaimStep\x12\x1a.realm.v1.ClaimStepRequest\x1a\x1b.realm.v1.ClaimStepResponse\x12M\n" +
 	"\fReleaseClaim\x12\x1d.realm.v1.ReleaseClaimRequest\x1a\x1e.realm.v1.ReleaseClaimResponse\x12_\n" +
 	"\x12RecordDriveFailure\x12#.realm.v1.RecordDriveFailureRequest\x1a$.realm.v1.RecordDriveFailureResponse\x12Y\n" +
@@ -5719,7 +6463,7 @@ func file_realm_v1_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_realm_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_realm_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_realm_v1_engine_proto_goTypes = []any{
 	(PurgeRefusal)(0),                   // 0: realm.v1.PurgeRefusal
 	(*WorkflowSource)(nil),              // 1: realm.v1.WorkflowSource
@@ -5773,199 +6517,218 @@ var file_realm_v1_engine_proto_goTypes = []any{
 	(*DrainRunResponse)(nil),            // 49: realm.v1.DrainRunResponse
 	(*PurgeRunRequest)(nil),             // 50: realm.v1.PurgeRunRequest
 	(*PurgeRunResponse)(nil),            // 51: realm.v1.PurgeRunResponse
-	(*ReclaimRunRequest)(nil),           // 52: realm.v1.ReclaimRunRequest
-	(*ReclaimRunResponse)(nil),          // 53: realm.v1.ReclaimRunResponse
-	(*ClaimStepRequest)(nil),            // 54: realm.v1.ClaimStepRequest
-	(*ClaimStepResponse)(nil),           // 55: realm.v1.ClaimStepResponse
-	(*ReleaseClaimRequest)(nil),         // 56: realm.v1.ReleaseClaimRequest
-	(*ReleaseClaimResponse)(nil),        // 57: realm.v1.ReleaseClaimResponse
-	(*RecordDriveFailureRequest)(nil),   // 58: realm.v1.RecordDriveFailureRequest
-	(*RecordDriveFailureResponse)(nil),  // 59: realm.v1.RecordDriveFailureResponse
-	(*SealSpawnFailureRequest)(nil),     // 60: realm.v1.SealSpawnFailureRequest
-	(*SealSpawnFailureResponse)(nil),    // 61: realm.v1.SealSpawnFailureResponse
-	(*GcRunsRequest)(nil),               // 62: realm.v1.GcRunsRequest
-	(*Residue)(nil),                     // 63: realm.v1.Residue
-	(*StaleRun)(nil),                    // 64: realm.v1.StaleRun
-	(*GcRunsResponse)(nil),              // 65: realm.v1.GcRunsResponse
-	(*ReconcileKeysRequest)(nil),        // 66: realm.v1.ReconcileKeysRequest
-	(*DuplicateKeyGroup)(nil),           // 67: realm.v1.DuplicateKeyGroup
-	(*ReconcileKeysResponse)(nil),       // 68: realm.v1.ReconcileKeysResponse
-	(*StampSealsRequest)(nil),           // 69: realm.v1.StampSealsRequest
-	(*SealFinding)(nil),                 // 70: realm.v1.SealFinding
-	(*StampSealsResponse)(nil),          // 71: realm.v1.StampSealsResponse
-	(*MigrateWorkflowsRequest)(nil),     // 72: realm.v1.MigrateWorkflowsRequest
-	(*MigrateWorkflowsResponse)(nil),    // 73: realm.v1.MigrateWorkflowsResponse
-	nil,                                 // 74: realm.v1.WorkflowSource.FilesEntry
-	nil,                                 // 75: realm.v1.WorkflowSource.FileErrorsEntry
-	(*timestamppb.Timestamp)(nil),       // 76: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),             // 77: google.protobuf.Struct
-	(*structpb.ListValue)(nil),          // 78: google.protobuf.ListValue
-	(*Caller)(nil),                      // 79: realm.v1.Caller
-	(*Reply)(nil),                       // 80: realm.v1.Reply
-	(RunPhase)(0),                       // 81: realm.v1.RunPhase
-	(*NextAction)(nil),                  // 82: realm.v1.NextAction
-	(*ModelUsage)(nil),                  // 83: realm.v1.ModelUsage
-	(*ToolCall)(nil),                    // 84: realm.v1.ToolCall
-	(*structpb.Value)(nil),              // 85: google.protobuf.Value
-	(*DriveFailure)(nil),                // 86: realm.v1.DriveFailure
+	(*DrainRunsRequest)(nil),            // 52: realm.v1.DrainRunsRequest
+	(*PurgeRunsRequest)(nil),            // 53: realm.v1.PurgeRunsRequest
+	(*DrainRunsResponse)(nil),           // 54: realm.v1.DrainRunsResponse
+	(*PurgeRunsResponse)(nil),           // 55: realm.v1.PurgeRunsResponse
+	(*OperatorEvent)(nil),               // 56: realm.v1.OperatorEvent
+	(*OperatorItem)(nil),                // 57: realm.v1.OperatorItem
+	(*OperatorProgress)(nil),            // 58: realm.v1.OperatorProgress
+	(*OperatorSummary)(nil),             // 59: realm.v1.OperatorSummary
+	(*ReclaimRunRequest)(nil),           // 60: realm.v1.ReclaimRunRequest
+	(*ReclaimRunResponse)(nil),          // 61: realm.v1.ReclaimRunResponse
+	(*ClaimStepRequest)(nil),            // 62: realm.v1.ClaimStepRequest
+	(*ClaimStepResponse)(nil),           // 63: realm.v1.ClaimStepResponse
+	(*ReleaseClaimRequest)(nil),         // 64: realm.v1.ReleaseClaimRequest
+	(*ReleaseClaimResponse)(nil),        // 65: realm.v1.ReleaseClaimResponse
+	(*RecordDriveFailureRequest)(nil),   // 66: realm.v1.RecordDriveFailureRequest
+	(*RecordDriveFailureResponse)(nil),  // 67: realm.v1.RecordDriveFailureResponse
+	(*SealSpawnFailureRequest)(nil),     // 68: realm.v1.SealSpawnFailureRequest
+	(*SealSpawnFailureResponse)(nil),    // 69: realm.v1.SealSpawnFailureResponse
+	(*GcRunsRequest)(nil),               // 70: realm.v1.GcRunsRequest
+	(*Residue)(nil),                     // 71: realm.v1.Residue
+	(*StaleRun)(nil),                    // 72: realm.v1.StaleRun
+	(*GcRunsResponse)(nil),              // 73: realm.v1.GcRunsResponse
+	(*ReconcileKeysRequest)(nil),        // 74: realm.v1.ReconcileKeysRequest
+	(*DuplicateKeyGroup)(nil),           // 75: realm.v1.DuplicateKeyGroup
+	(*ReconcileKeysResponse)(nil),       // 76: realm.v1.ReconcileKeysResponse
+	(*StampSealsRequest)(nil),           // 77: realm.v1.StampSealsRequest
+	(*SealFinding)(nil),                 // 78: realm.v1.SealFinding
+	(*StampSealsResponse)(nil),          // 79: realm.v1.StampSealsResponse
+	(*MigrateWorkflowsRequest)(nil),     // 80: realm.v1.MigrateWorkflowsRequest
+	(*MigrateWorkflowsResponse)(nil),    // 81: realm.v1.MigrateWorkflowsResponse
+	nil,                                 // 82: realm.v1.WorkflowSource.FilesEntry
+	nil,                                 // 83: realm.v1.WorkflowSource.FileErrorsEntry
+	(*timestamppb.Timestamp)(nil),       // 84: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),             // 85: google.protobuf.Struct
+	(*structpb.ListValue)(nil),          // 86: google.protobuf.ListValue
+	(*Caller)(nil),                      // 87: realm.v1.Caller
+	(*Reply)(nil),                       // 88: realm.v1.Reply
+	(RunPhase)(0),                       // 89: realm.v1.RunPhase
+	(*NextAction)(nil),                  // 90: realm.v1.NextAction
+	(*ModelUsage)(nil),                  // 91: realm.v1.ModelUsage
+	(*ToolCall)(nil),                    // 92: realm.v1.ToolCall
+	(*structpb.Value)(nil),              // 93: google.protobuf.Value
+	(*DriveFailure)(nil),                // 94: realm.v1.DriveFailure
 }
 var file_realm_v1_engine_proto_depIdxs = []int32{
-	74,  // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
-	75,  // 1: realm.v1.WorkflowSource.file_errors:type_name -> realm.v1.WorkflowSource.FileErrorsEntry
+	82,  // 0: realm.v1.WorkflowSource.files:type_name -> realm.v1.WorkflowSource.FilesEntry
+	83,  // 1: realm.v1.WorkflowSource.file_errors:type_name -> realm.v1.WorkflowSource.FileErrorsEntry
 	2,   // 2: realm.v1.WorkflowReport.diagnostics:type_name -> realm.v1.Diagnostic
 	1,   // 3: realm.v1.ValidateWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
 	3,   // 4: realm.v1.ValidateWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
 	1,   // 5: realm.v1.RegisterWorkflowRequest.source:type_name -> realm.v1.WorkflowSource
 	3,   // 6: realm.v1.RegisterWorkflowResponse.report:type_name -> realm.v1.WorkflowReport
-	76,  // 7: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
-	77,  // 8: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
+	84,  // 7: realm.v1.WorkflowSummary.registered_at:type_name -> google.protobuf.Timestamp
+	85,  // 8: realm.v1.WorkflowSummary.trigger:type_name -> google.protobuf.Struct
 	9,   // 9: realm.v1.ListWorkflowsResponse.workflows:type_name -> realm.v1.WorkflowSummary
 	10,  // 10: realm.v1.ListWorkflowsResponse.unreadable:type_name -> realm.v1.UnreadableWorkflow
-	77,  // 11: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
-	78,  // 12: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
-	77,  // 13: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
-	79,  // 14: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
-	80,  // 15: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
-	77,  // 16: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
-	79,  // 17: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
+	85,  // 11: realm.v1.GetWorkflowProtocolResponse.protocol:type_name -> google.protobuf.Struct
+	86,  // 12: realm.v1.CreateWorkflowRequest.steps:type_name -> google.protobuf.ListValue
+	85,  // 13: realm.v1.CreateWorkflowRequest.metadata:type_name -> google.protobuf.Struct
+	87,  // 14: realm.v1.CreateWorkflowRequest.caller:type_name -> realm.v1.Caller
+	88,  // 15: realm.v1.CreateWorkflowResponse.reply:type_name -> realm.v1.Reply
+	85,  // 16: realm.v1.StartRunRequest.params:type_name -> google.protobuf.Struct
+	87,  // 17: realm.v1.StartRunRequest.caller:type_name -> realm.v1.Caller
 	1,   // 18: realm.v1.StartRunRequest.workflow_source:type_name -> realm.v1.WorkflowSource
-	80,  // 19: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
+	88,  // 19: realm.v1.StartRunResponse.reply:type_name -> realm.v1.Reply
 	3,   // 20: realm.v1.StartRunResponse.report:type_name -> realm.v1.WorkflowReport
-	77,  // 21: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
+	85,  // 21: realm.v1.BatchItem.params:type_name -> google.protobuf.Struct
 	18,  // 22: realm.v1.StartRunBatchRequest.items:type_name -> realm.v1.BatchItem
-	79,  // 23: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
-	77,  // 24: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
-	81,  // 25: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
-	82,  // 26: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
+	87,  // 23: realm.v1.StartRunBatchRequest.caller:type_name -> realm.v1.Caller
+	85,  // 24: realm.v1.BatchStarted.params:type_name -> google.protobuf.Struct
+	89,  // 25: realm.v1.BatchStarted.run_phase:type_name -> realm.v1.RunPhase
+	90,  // 26: realm.v1.BatchStarted.next_actions:type_name -> realm.v1.NextAction
 	20,  // 27: realm.v1.StartRunBatchResponse.started:type_name -> realm.v1.BatchStarted
 	21,  // 28: realm.v1.StartRunBatchResponse.failed:type_name -> realm.v1.BatchFailed
-	80,  // 29: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
-	77,  // 30: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
-	77,  // 31: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
+	88,  // 29: realm.v1.StartRunBatchResponse.refusal:type_name -> realm.v1.Reply
+	85,  // 30: realm.v1.TraceEntry.data:type_name -> google.protobuf.Struct
+	85,  // 31: realm.v1.ExecuteStepRequest.params:type_name -> google.protobuf.Struct
 	23,  // 32: realm.v1.ExecuteStepRequest.trace:type_name -> realm.v1.TraceEntry
-	79,  // 33: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
-	83,  // 34: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
-	77,  // 35: realm.v1.ExecuteStepRequest.structured_output:type_name -> google.protobuf.Struct
-	84,  // 36: realm.v1.ExecuteStepRequest.tool_calls:type_name -> realm.v1.ToolCall
-	80,  // 37: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
-	79,  // 38: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
-	80,  // 39: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
-	79,  // 40: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 41: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
-	85,  // 42: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
-	76,  // 43: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
-	77,  // 44: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
-	76,  // 45: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
-	81,  // 46: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
+	87,  // 33: realm.v1.ExecuteStepRequest.caller:type_name -> realm.v1.Caller
+	91,  // 34: realm.v1.ExecuteStepRequest.usage:type_name -> realm.v1.ModelUsage
+	85,  // 35: realm.v1.ExecuteStepRequest.structured_output:type_name -> google.protobuf.Struct
+	92,  // 36: realm.v1.ExecuteStepRequest.tool_calls:type_name -> realm.v1.ToolCall
+	88,  // 37: realm.v1.ExecuteStepResponse.reply:type_name -> realm.v1.Reply
+	87,  // 38: realm.v1.SubmitHumanResponseRequest.caller:type_name -> realm.v1.Caller
+	88,  // 39: realm.v1.SubmitHumanResponseResponse.reply:type_name -> realm.v1.Reply
+	87,  // 40: realm.v1.AdvanceRunRequest.caller:type_name -> realm.v1.Caller
+	88,  // 41: realm.v1.AdvanceRunResponse.reply:type_name -> realm.v1.Reply
+	93,  // 42: realm.v1.PendingGate.preview:type_name -> google.protobuf.Value
+	84,  // 43: realm.v1.PendingGate.opened_at:type_name -> google.protobuf.Timestamp
+	85,  // 44: realm.v1.PendingGate.resolution_messages:type_name -> google.protobuf.Struct
+	84,  // 45: realm.v1.PendingGate.expires_at:type_name -> google.protobuf.Timestamp
+	89,  // 46: realm.v1.RunState.run_phase:type_name -> realm.v1.RunPhase
 	31,  // 47: realm.v1.RunState.pending_gate:type_name -> realm.v1.PendingGate
-	76,  // 48: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 49: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
-	77,  // 50: realm.v1.RunState.params:type_name -> google.protobuf.Struct
-	82,  // 51: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
-	77,  // 52: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
-	77,  // 53: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
-	77,  // 54: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
+	84,  // 48: realm.v1.RunState.created_at:type_name -> google.protobuf.Timestamp
+	84,  // 49: realm.v1.RunState.updated_at:type_name -> google.protobuf.Timestamp
+	85,  // 50: realm.v1.RunState.params:type_name -> google.protobuf.Struct
+	90,  // 51: realm.v1.RunState.next_actions:type_name -> realm.v1.NextAction
+	85,  // 52: realm.v1.RunState.abort_context:type_name -> google.protobuf.Struct
+	85,  // 53: realm.v1.RunState.skip_details:type_name -> google.protobuf.Struct
+	85,  // 54: realm.v1.RunState.extra:type_name -> google.protobuf.Struct
 	32,  // 55: realm.v1.GetRunStateResponse.state:type_name -> realm.v1.RunState
-	80,  // 56: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
-	79,  // 57: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
-	81,  // 58: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
-	80,  // 59: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
+	88,  // 56: realm.v1.GetRunStateResponse.refusal:type_name -> realm.v1.Reply
+	87,  // 57: realm.v1.AbandonRunRequest.caller:type_name -> realm.v1.Caller
+	89,  // 58: realm.v1.AbandonRunResponse.run_phase:type_name -> realm.v1.RunPhase
+	88,  // 59: realm.v1.AbandonRunResponse.refusal:type_name -> realm.v1.Reply
 	23,  // 60: realm.v1.AppendTraceRequest.entries:type_name -> realm.v1.TraceEntry
-	79,  // 61: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
+	87,  // 61: realm.v1.AppendTraceRequest.caller:type_name -> realm.v1.Caller
 	37,  // 62: realm.v1.AppendTraceResponse.counts:type_name -> realm.v1.TraceCounts
-	80,  // 63: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
-	81,  // 64: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
-	81,  // 65: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
-	76,  // 66: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	76,  // 67: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	76,  // 68: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
-	76,  // 69: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
+	88,  // 63: realm.v1.AppendTraceResponse.refusal:type_name -> realm.v1.Reply
+	89,  // 64: realm.v1.ListRunsRequest.phase:type_name -> realm.v1.RunPhase
+	89,  // 65: realm.v1.RunSummary.run_phase:type_name -> realm.v1.RunPhase
+	84,  // 66: realm.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	84,  // 67: realm.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	84,  // 68: realm.v1.RunSummary.gate_opened_at:type_name -> google.protobuf.Timestamp
+	84,  // 69: realm.v1.RunSummary.gate_expires_at:type_name -> google.protobuf.Timestamp
 	40,  // 70: realm.v1.ListRunsResponse.runs:type_name -> realm.v1.RunSummary
-	79,  // 71: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 72: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
-	79,  // 73: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 74: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
+	87,  // 71: realm.v1.ResumeRunRequest.caller:type_name -> realm.v1.Caller
+	88,  // 72: realm.v1.ResumeRunResponse.reply:type_name -> realm.v1.Reply
+	87,  // 73: realm.v1.DrainRunRequest.caller:type_name -> realm.v1.Caller
+	88,  // 74: realm.v1.DrainRunResponse.reply:type_name -> realm.v1.Reply
 	0,   // 75: realm.v1.PurgeRunResponse.refusal:type_name -> realm.v1.PurgeRefusal
-	79,  // 76: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
-	80,  // 77: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
-	79,  // 78: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
-	80,  // 79: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
-	76,  // 80: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
-	79,  // 81: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
-	80,  // 82: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
-	86,  // 83: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
-	79,  // 84: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
-	79,  // 85: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
-	81,  // 86: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
-	63,  // 87: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
-	64,  // 88: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
-	67,  // 89: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
-	70,  // 90: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
-	70,  // 91: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
-	70,  // 92: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
-	70,  // 93: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
-	70,  // 94: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
-	4,   // 95: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
-	6,   // 96: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
-	8,   // 97: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
-	12,  // 98: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
-	14,  // 99: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
-	16,  // 100: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
-	19,  // 101: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
-	24,  // 102: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
-	26,  // 103: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
-	28,  // 104: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
-	30,  // 105: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
-	34,  // 106: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
-	36,  // 107: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
-	39,  // 108: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
-	42,  // 109: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
-	44,  // 110: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
-	46,  // 111: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
-	48,  // 112: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
-	50,  // 113: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
-	52,  // 114: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
-	54,  // 115: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
-	56,  // 116: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
-	58,  // 117: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
-	60,  // 118: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
-	62,  // 119: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
-	66,  // 120: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
-	69,  // 121: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
-	72,  // 122: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
-	5,   // 123: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
-	7,   // 124: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
-	11,  // 125: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
-	13,  // 126: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
-	15,  // 127: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
-	17,  // 128: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
-	22,  // 129: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
-	25,  // 130: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
-	27,  // 131: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
-	29,  // 132: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
-	33,  // 133: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
-	35,  // 134: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
-	38,  // 135: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
-	41,  // 136: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
-	43,  // 137: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
-	45,  // 138: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
-	47,  // 139: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
-	49,  // 140: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
-	51,  // 141: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
-	53,  // 142: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
-	55,  // 143: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
-	57,  // 144: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
-	59,  // 145: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
-	61,  // 146: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
-	65,  // 147: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
-	68,  // 148: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
-	71,  // 149: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
-	73,  // 150: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
-	123, // [123:151] is the sub-list for method output_type
-	95,  // [95:123] is the sub-list for method input_type
-	95,  // [95:95] is the sub-list for extension type_name
-	95,  // [95:95] is the sub-list for extension extendee
-	0,   // [0:95] is the sub-list for field type_name
+	87,  // 76: realm.v1.DrainRunsRequest.caller:type_name -> realm.v1.Caller
+	56,  // 77: realm.v1.DrainRunsResponse.event:type_name -> realm.v1.OperatorEvent
+	56,  // 78: realm.v1.PurgeRunsResponse.event:type_name -> realm.v1.OperatorEvent
+	57,  // 79: realm.v1.OperatorEvent.item:type_name -> realm.v1.OperatorItem
+	58,  // 80: realm.v1.OperatorEvent.progress:type_name -> realm.v1.OperatorProgress
+	59,  // 81: realm.v1.OperatorEvent.summary:type_name -> realm.v1.OperatorSummary
+	89,  // 82: realm.v1.OperatorItem.run_phase:type_name -> realm.v1.RunPhase
+	87,  // 83: realm.v1.ReclaimRunRequest.caller:type_name -> realm.v1.Caller
+	88,  // 84: realm.v1.ReclaimRunResponse.reply:type_name -> realm.v1.Reply
+	87,  // 85: realm.v1.ClaimStepRequest.caller:type_name -> realm.v1.Caller
+	88,  // 86: realm.v1.ClaimStepResponse.reply:type_name -> realm.v1.Reply
+	84,  // 87: realm.v1.ClaimStepResponse.since:type_name -> google.protobuf.Timestamp
+	87,  // 88: realm.v1.ReleaseClaimRequest.caller:type_name -> realm.v1.Caller
+	88,  // 89: realm.v1.ReleaseClaimResponse.reply:type_name -> realm.v1.Reply
+	94,  // 90: realm.v1.RecordDriveFailureRequest.failure:type_name -> realm.v1.DriveFailure
+	87,  // 91: realm.v1.RecordDriveFailureRequest.caller:type_name -> realm.v1.Caller
+	87,  // 92: realm.v1.SealSpawnFailureRequest.caller:type_name -> realm.v1.Caller
+	89,  // 93: realm.v1.SealSpawnFailureResponse.run_phase:type_name -> realm.v1.RunPhase
+	71,  // 94: realm.v1.GcRunsResponse.residue:type_name -> realm.v1.Residue
+	72,  // 95: realm.v1.GcRunsResponse.stale:type_name -> realm.v1.StaleRun
+	75,  // 96: realm.v1.ReconcileKeysResponse.duplicates:type_name -> realm.v1.DuplicateKeyGroup
+	78,  // 97: realm.v1.StampSealsResponse.stamped:type_name -> realm.v1.SealFinding
+	78,  // 98: realm.v1.StampSealsResponse.unclassifiable:type_name -> realm.v1.SealFinding
+	78,  // 99: realm.v1.StampSealsResponse.incoherent:type_name -> realm.v1.SealFinding
+	78,  // 100: realm.v1.StampSealsResponse.skipped:type_name -> realm.v1.SealFinding
+	78,  // 101: realm.v1.StampSealsResponse.failed:type_name -> realm.v1.SealFinding
+	4,   // 102: realm.v1.EngineService.ValidateWorkflow:input_type -> realm.v1.ValidateWorkflowRequest
+	6,   // 103: realm.v1.EngineService.RegisterWorkflow:input_type -> realm.v1.RegisterWorkflowRequest
+	8,   // 104: realm.v1.EngineService.ListWorkflows:input_type -> realm.v1.ListWorkflowsRequest
+	12,  // 105: realm.v1.EngineService.GetWorkflowProtocol:input_type -> realm.v1.GetWorkflowProtocolRequest
+	14,  // 106: realm.v1.EngineService.CreateWorkflow:input_type -> realm.v1.CreateWorkflowRequest
+	16,  // 107: realm.v1.EngineService.StartRun:input_type -> realm.v1.StartRunRequest
+	19,  // 108: realm.v1.EngineService.StartRunBatch:input_type -> realm.v1.StartRunBatchRequest
+	24,  // 109: realm.v1.EngineService.ExecuteStep:input_type -> realm.v1.ExecuteStepRequest
+	26,  // 110: realm.v1.EngineService.SubmitHumanResponse:input_type -> realm.v1.SubmitHumanResponseRequest
+	28,  // 111: realm.v1.EngineService.AdvanceRun:input_type -> realm.v1.AdvanceRunRequest
+	30,  // 112: realm.v1.EngineService.GetRunState:input_type -> realm.v1.GetRunStateRequest
+	34,  // 113: realm.v1.EngineService.AbandonRun:input_type -> realm.v1.AbandonRunRequest
+	36,  // 114: realm.v1.EngineService.AppendTrace:input_type -> realm.v1.AppendTraceRequest
+	39,  // 115: realm.v1.EngineService.ListRuns:input_type -> realm.v1.ListRunsRequest
+	42,  // 116: realm.v1.EngineService.InspectRun:input_type -> realm.v1.InspectRunRequest
+	44,  // 117: realm.v1.EngineService.ExportRun:input_type -> realm.v1.ExportRunRequest
+	46,  // 118: realm.v1.EngineService.ResumeRun:input_type -> realm.v1.ResumeRunRequest
+	48,  // 119: realm.v1.EngineService.DrainRun:input_type -> realm.v1.DrainRunRequest
+	50,  // 120: realm.v1.EngineService.PurgeRun:input_type -> realm.v1.PurgeRunRequest
+	60,  // 121: realm.v1.EngineService.ReclaimRun:input_type -> realm.v1.ReclaimRunRequest
+	52,  // 122: realm.v1.EngineService.DrainRuns:input_type -> realm.v1.DrainRunsRequest
+	53,  // 123: realm.v1.EngineService.PurgeRuns:input_type -> realm.v1.PurgeRunsRequest
+	62,  // 124: realm.v1.EngineService.ClaimStep:input_type -> realm.v1.ClaimStepRequest
+	64,  // 125: realm.v1.EngineService.ReleaseClaim:input_type -> realm.v1.ReleaseClaimRequest
+	66,  // 126: realm.v1.EngineService.RecordDriveFailure:input_type -> realm.v1.RecordDriveFailureRequest
+	68,  // 127: realm.v1.EngineService.SealSpawnFailure:input_type -> realm.v1.SealSpawnFailureRequest
+	70,  // 128: realm.v1.EngineService.GcRuns:input_type -> realm.v1.GcRunsRequest
+	74,  // 129: realm.v1.EngineService.ReconcileKeys:input_type -> realm.v1.ReconcileKeysRequest
+	77,  // 130: realm.v1.EngineService.StampSeals:input_type -> realm.v1.StampSealsRequest
+	80,  // 131: realm.v1.EngineService.MigrateWorkflows:input_type -> realm.v1.MigrateWorkflowsRequest
+	5,   // 132: realm.v1.EngineService.ValidateWorkflow:output_type -> realm.v1.ValidateWorkflowResponse
+	7,   // 133: realm.v1.EngineService.RegisterWorkflow:output_type -> realm.v1.RegisterWorkflowResponse
+	11,  // 134: realm.v1.EngineService.ListWorkflows:output_type -> realm.v1.ListWorkflowsResponse
+	13,  // 135: realm.v1.EngineService.GetWorkflowProtocol:output_type -> realm.v1.GetWorkflowProtocolResponse
+	15,  // 136: realm.v1.EngineService.CreateWorkflow:output_type -> realm.v1.CreateWorkflowResponse
+	17,  // 137: realm.v1.EngineService.StartRun:output_type -> realm.v1.StartRunResponse
+	22,  // 138: realm.v1.EngineService.StartRunBatch:output_type -> realm.v1.StartRunBatchResponse
+	25,  // 139: realm.v1.EngineService.ExecuteStep:output_type -> realm.v1.ExecuteStepResponse
+	27,  // 140: realm.v1.EngineService.SubmitHumanResponse:output_type -> realm.v1.SubmitHumanResponseResponse
+	29,  // 141: realm.v1.EngineService.AdvanceRun:output_type -> realm.v1.AdvanceRunResponse
+	33,  // 142: realm.v1.EngineService.GetRunState:output_type -> realm.v1.GetRunStateResponse
+	35,  // 143: realm.v1.EngineService.AbandonRun:output_type -> realm.v1.AbandonRunResponse
+	38,  // 144: realm.v1.EngineService.AppendTrace:output_type -> realm.v1.AppendTraceResponse
+	41,  // 145: realm.v1.EngineService.ListRuns:output_type -> realm.v1.ListRunsResponse
+	43,  // 146: realm.v1.EngineService.InspectRun:output_type -> realm.v1.InspectRunResponse
+	45,  // 147: realm.v1.EngineService.ExportRun:output_type -> realm.v1.ExportRunResponse
+	47,  // 148: realm.v1.EngineService.ResumeRun:output_type -> realm.v1.ResumeRunResponse
+	49,  // 149: realm.v1.EngineService.DrainRun:output_type -> realm.v1.DrainRunResponse
+	51,  // 150: realm.v1.EngineService.PurgeRun:output_type -> realm.v1.PurgeRunResponse
+	61,  // 151: realm.v1.EngineService.ReclaimRun:output_type -> realm.v1.ReclaimRunResponse
+	54,  // 152: realm.v1.EngineService.DrainRuns:output_type -> realm.v1.DrainRunsResponse
+	55,  // 153: realm.v1.EngineService.PurgeRuns:output_type -> realm.v1.PurgeRunsResponse
+	63,  // 154: realm.v1.EngineService.ClaimStep:output_type -> realm.v1.ClaimStepResponse
+	65,  // 155: realm.v1.EngineService.ReleaseClaim:output_type -> realm.v1.ReleaseClaimResponse
+	67,  // 156: realm.v1.EngineService.RecordDriveFailure:output_type -> realm.v1.RecordDriveFailureResponse
+	69,  // 157: realm.v1.EngineService.SealSpawnFailure:output_type -> realm.v1.SealSpawnFailureResponse
+	73,  // 158: realm.v1.EngineService.GcRuns:output_type -> realm.v1.GcRunsResponse
+	76,  // 159: realm.v1.EngineService.ReconcileKeys:output_type -> realm.v1.ReconcileKeysResponse
+	79,  // 160: realm.v1.EngineService.StampSeals:output_type -> realm.v1.StampSealsResponse
+	81,  // 161: realm.v1.EngineService.MigrateWorkflows:output_type -> realm.v1.MigrateWorkflowsResponse
+	132, // [132:162] is the sub-list for method output_type
+	102, // [102:132] is the sub-list for method input_type
+	102, // [102:102] is the sub-list for extension type_name
+	102, // [102:102] is the sub-list for extension extendee
+	0,   // [0:102] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_engine_proto_init() }
@@ -5981,13 +6744,18 @@ func file_realm_v1_engine_proto_init() {
 	file_realm_v1_engine_proto_msgTypes[30].OneofWrappers = []any{}
 	file_realm_v1_engine_proto_msgTypes[31].OneofWrappers = []any{}
 	file_realm_v1_engine_proto_msgTypes[38].OneofWrappers = []any{}
+	file_realm_v1_engine_proto_msgTypes[55].OneofWrappers = []any{
+		(*OperatorEvent_Item)(nil),
+		(*OperatorEvent_Progress)(nil),
+		(*OperatorEvent_Summary)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_realm_v1_engine_proto_rawDesc), len(file_realm_v1_engine_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   75,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

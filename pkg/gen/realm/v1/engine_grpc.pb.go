@@ -39,6 +39,8 @@ const (
 	EngineService_DrainRun_FullMethodName            = "/realm.v1.EngineService/DrainRun"
 	EngineService_PurgeRun_FullMethodName            = "/realm.v1.EngineService/PurgeRun"
 	EngineService_ReclaimRun_FullMethodName          = "/realm.v1.EngineService/ReclaimRun"
+	EngineService_DrainRuns_FullMethodName           = "/realm.v1.EngineService/DrainRuns"
+	EngineService_PurgeRuns_FullMethodName           = "/realm.v1.EngineService/PurgeRuns"
 	EngineService_ClaimStep_FullMethodName           = "/realm.v1.EngineService/ClaimStep"
 	EngineService_ReleaseClaim_FullMethodName        = "/realm.v1.EngineService/ReleaseClaim"
 	EngineService_RecordDriveFailure_FullMethodName  = "/realm.v1.EngineService/RecordDriveFailure"
@@ -80,6 +82,14 @@ type EngineServiceClient interface {
 	DrainRun(ctx context.Context, in *DrainRunRequest, opts ...grpc.CallOption) (*DrainRunResponse, error)
 	PurgeRun(ctx context.Context, in *PurgeRunRequest, opts ...grpc.CallOption) (*PurgeRunResponse, error)
 	ReclaimRun(ctx context.Context, in *ReclaimRunRequest, opts ...grpc.CallOption) (*ReclaimRunResponse, error)
+	// DrainRuns and PurgeRuns are the batch forms of drain and purge (realm
+	// run drain --all / --expired, realm run purge --older-than). Each walks
+	// the store a page at a time and streams one event per selected run and
+	// one progress event per page, then a summary: no store is read whole,
+	// and the caller sees progress on a long walk. Every change to a run is
+	// still that run's own compare-and-set write.
+	DrainRuns(ctx context.Context, in *DrainRunsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DrainRunsResponse], error)
+	PurgeRuns(ctx context.Context, in *PurgeRunsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PurgeRunsResponse], error)
 	// ClaimStep takes a ready agent step's claim without doing it, for a
 	// process that attends the step while a person types its answer (realm
 	// workflow run). The claim has no deadline; the answer is given with
@@ -311,6 +321,44 @@ func (c *engineServiceClient) ReclaimRun(ctx context.Context, in *ReclaimRunRequ
 	return out, nil
 }
 
+func (c *engineServiceClient) DrainRuns(ctx context.Context, in *DrainRunsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DrainRunsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &EngineService_ServiceDesc.Streams[0], EngineService_DrainRuns_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DrainRunsRequest, DrainRunsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type EngineService_DrainRunsClient = grpc.ServerStreamingClient[DrainRunsResponse]
+
+func (c *engineServiceClient) PurgeRuns(ctx context.Context, in *PurgeRunsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PurgeRunsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &EngineService_ServiceDesc.Streams[1], EngineService_PurgeRuns_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PurgeRunsRequest, PurgeRunsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type EngineService_PurgeRunsClient = grpc.ServerStreamingClient[PurgeRunsResponse]
+
 func (c *engineServiceClient) ClaimStep(ctx context.Context, in *ClaimStepRequest, opts ...grpc.CallOption) (*ClaimStepResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ClaimStepResponse)
@@ -422,6 +470,14 @@ type EngineServiceServer interface {
 	DrainRun(context.Context, *DrainRunRequest) (*DrainRunResponse, error)
 	PurgeRun(context.Context, *PurgeRunRequest) (*PurgeRunResponse, error)
 	ReclaimRun(context.Context, *ReclaimRunRequest) (*ReclaimRunResponse, error)
+	// DrainRuns and PurgeRuns are the batch forms of drain and purge (realm
+	// run drain --all / --expired, realm run purge --older-than). Each walks
+	// the store a page at a time and streams one event per selected run and
+	// one progress event per page, then a summary: no store is read whole,
+	// and the caller sees progress on a long walk. Every change to a run is
+	// still that run's own compare-and-set write.
+	DrainRuns(*DrainRunsRequest, grpc.ServerStreamingServer[DrainRunsResponse]) error
+	PurgeRuns(*PurgeRunsRequest, grpc.ServerStreamingServer[PurgeRunsResponse]) error
 	// ClaimStep takes a ready agent step's claim without doing it, for a
 	// process that attends the step while a person types its answer (realm
 	// workflow run). The claim has no deadline; the answer is given with
@@ -512,6 +568,12 @@ func (UnimplementedEngineServiceServer) PurgeRun(context.Context, *PurgeRunReque
 }
 func (UnimplementedEngineServiceServer) ReclaimRun(context.Context, *ReclaimRunRequest) (*ReclaimRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReclaimRun not implemented")
+}
+func (UnimplementedEngineServiceServer) DrainRuns(*DrainRunsRequest, grpc.ServerStreamingServer[DrainRunsResponse]) error {
+	return status.Error(codes.Unimplemented, "method DrainRuns not implemented")
+}
+func (UnimplementedEngineServiceServer) PurgeRuns(*PurgeRunsRequest, grpc.ServerStreamingServer[PurgeRunsResponse]) error {
+	return status.Error(codes.Unimplemented, "method PurgeRuns not implemented")
 }
 func (UnimplementedEngineServiceServer) ClaimStep(context.Context, *ClaimStepRequest) (*ClaimStepResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ClaimStep not implemented")
@@ -918,6 +980,28 @@ func _EngineService_ReclaimRun_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EngineService_DrainRuns_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(DrainRunsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(EngineServiceServer).DrainRuns(m, &grpc.GenericServerStream[DrainRunsRequest, DrainRunsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type EngineService_DrainRunsServer = grpc.ServerStreamingServer[DrainRunsResponse]
+
+func _EngineService_PurgeRuns_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(PurgeRunsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(EngineServiceServer).PurgeRuns(m, &grpc.GenericServerStream[PurgeRunsRequest, PurgeRunsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type EngineService_PurgeRunsServer = grpc.ServerStreamingServer[PurgeRunsResponse]
+
 func _EngineService_ClaimStep_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ClaimStepRequest)
 	if err := dec(in); err != nil {
@@ -1182,6 +1266,17 @@ var EngineService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _EngineService_MigrateWorkflows_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "DrainRuns",
+			Handler:       _EngineService_DrainRuns_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "PurgeRuns",
+			Handler:       _EngineService_PurgeRuns_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "realm/v1/engine.proto",
 }
