@@ -83,7 +83,13 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 		if err != nil {
 			ce := asCallError(err)
 			ce.Usage = append(append([]provider.Usage{}, billed...), ce.Usage...)
-			return d.stop(d.failure(step, ce), step, fmt.Sprintf("✗ Step '%s' LLM call failed: %s", step, ce.Message), d.reattachLine())
+			f := d.failure(step, ce)
+			if ce.Downgrade != nil && info.strictRequested {
+				// The resend after a downgrade failed: the downgrade is
+				// still disclosed, on the failure (§8.4).
+				f.StructuredOutput = toStruct(d.strictFields(step, info, false, ""))
+			}
+			return d.stop(f, step, fmt.Sprintf("✗ Step '%s' LLM call failed: %s", step, ce.Message), d.reattachLine())
 		}
 		billed = append(billed, res.Usage...)
 		for _, u := range res.Usage {

@@ -371,3 +371,46 @@ func TestACompatEndpointGetsStrictOnlyWhenAttested(t *testing.T) {
 		})
 	}
 }
+
+// When the resend after a downgrade fails too, the failure carries the
+// downgrade: the drive failure on the run discloses it as the evidence
+// would have.
+func TestAFailedResendStillDisclosesTheDowngrade(t *testing.T) {
+	t.Parallel()
+	eng := startEngine(t)
+	register(t, eng, codeWorkflow)
+	st := newStub(t, "anthropic", func(_ int, r wireRequest) answer {
+		if strictSent("anthropic", r.Body) {
+			return answer{status: 400, body: anthropicBody("invalid_request_error", "schema refused")}
+		}
+		return answer{status: 500, body: anthropicBody("api_error", "boom"), headers: map[string]string{"retry-after-ms": "1"}}
+	})
+	agent := startAgent(t, server.Config{Engine: eng, Services: anthropicAt(st.URL())})
+	evs := drive(t, agent, &realmv1.DriveRunRequest{WorkflowId: "strictcode", Options: opts("anthropic", "claude-test")}, nil)
+	end := last(evs)
+	if end.GetOutcome() == realmv1.DriveOutcome_DRIVE_OUTCOME_COMPLETED {
+		t.Fatalf("end = %v, want the drive stopped by the resend's 500", end)
+	}
+	want := map[string]any{"requested": true, "sent": false, "provider": "anthropic", "downgrade_reason": "api_rejected_schema", "api_message": "schema refused"}
+	exp, err := eng.ExportRun(ctx(t), &realmv1.ExportRunRequest{RunId: end.GetRunId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bundle struct {
+		Run struct {
+			DriveFailures struct {
+				Entries []struct {
+					LastObservedStatus int            `json:"last_observed_status"`
+					StructuredOutput   map[string]any `json:"structured_output"`
+				} `json:"entries"`
+			} `json:"drive_failures"`
+		} `json:"run"`
+	}
+	if err := json.Unmarshal(exp.GetBundle(), &bundle); err != nil {
+		t.Fatal(err)
+	}
+	entries := bundle.Run.DriveFailures.Entries
+	if len(entries) != 1 || entries[0].LastObservedStatus != 500 || !reflect.DeepEqual(entries[0].StructuredOutput, want) {
+		t.Errorf("drive failures = %+v\nwant one 500 with structured_output %v", entries, want)
+	}
+}
