@@ -87,7 +87,12 @@ func (s *strictState) refused(err error, res *Result) bool {
 		return false
 	}
 	s.off = true
-	res.StrictDrop = &StrictDrop{APIMessage: firstN(ce.Message, 300), TurnsBefore: s.turns}
+	// The service's own message, as the step-level api_message keeps it.
+	msg := ce.Message
+	if ce.api != nil {
+		msg = ce.api.message
+	}
+	res.StrictDrop = &StrictDrop{APIMessage: firstN(msg, 300), TurnsBefore: s.turns}
 	return true
 }
 

@@ -687,9 +687,12 @@ func TestStrictOnAToolStepIsAppliedToToolArguments(t *testing.T) {
 				if e["name"] != "read_note" || e["strict_requested"] != true || e["strict_sent"] != !drop {
 					t.Errorf("tool_args entry = %v", e)
 				}
-				_, dropped := ta["dropped_mid_attempt"]
+				dm, dropped := ta["dropped_mid_attempt"].(map[string]any)
 				if dropped != drop {
 					t.Errorf("dropped_mid_attempt present %v, want %v: %v", dropped, drop, ta)
+				}
+				if drop && (dm["reason"] != "api_rejected_schema" || dm["api_message"] != "strict tools rejected") {
+					t.Errorf("dropped_mid_attempt = %v, want api_rejected_schema with the service's message", dm)
 				}
 				if drop && strings.Contains(fmt.Sprint(reqs[len(reqs)-1]["tools"]), "strict:true") {
 					t.Errorf("strict came back after the refusal")
