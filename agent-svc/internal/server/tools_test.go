@@ -34,6 +34,8 @@ type turn struct {
 	calls  []call
 	answer map[string]any
 	text   string
+	// thinking, when set, leads the turn as a thinking block (Anthropic).
+	thinking string
 }
 
 // toolStub is a model service that follows a script of turns and keeps
@@ -86,6 +88,9 @@ func newToolStub(t *testing.T, kind string, script func(n int, body map[string]a
 		if kind == "anthropic" {
 			var content []any
 			stop := "end_turn"
+			if tr.thinking != "" {
+				content = append(content, map[string]any{"type": "thinking", "thinking": tr.thinking, "signature": "sig"})
+			}
 			for i, c := range tr.calls {
 				content = append(content, map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_%d_%d", n, i), "name": c.name, "input": orEmpty(c.args)})
 				stop = "tool_use"
@@ -796,5 +801,56 @@ func TestASecretInToolArgumentsIsRedactedInTheRecord(t *testing.T) {
 	}
 	if calls[0]["result"] != "note [REDACTED]: the invoice total is 120" {
 		t.Errorf("result recorded as %v", calls[0]["result"])
+	}
+}
+
+// thinkingBlocks counts the thinking blocks an Anthropic request sends
+// back in its history.
+func thinkingBlocks(body map[string]any) int {
+	n := 0
+	msgs, _ := body["messages"].([]any)
+	for _, m := range msgs {
+		content, _ := m.(map[string]any)["content"].([]any)
+		for _, b := range content {
+			if bm, _ := b.(map[string]any); bm["type"] == "thinking" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// After Anthropic refuses strict tools mid-step, the resend leaves out the
+// thinking blocks produced while strict was on: they were signed against
+// a tool list that has changed.
+func TestAStrictToolDropLeavesOutTheThinkingOfStrictTurns(t *testing.T) {
+	t.Parallel()
+	s := setupTools(t, "anthropic", toolEnv, func(n int, _ map[string]any) turn {
+		if n == 1 {
+			return turn{thinking: "I should read note a.", calls: []call{{"read_note", map[string]any{"name": "a"}}}}
+		}
+		return turn{answer: map[string]any{"answer": "done"}}
+	})
+	strictSeen := 0
+	s.stub.mu.Lock()
+	s.stub.refuse = func(body map[string]any) bool {
+		if !strings.Contains(fmt.Sprint(body["tools"]), "strict:true") {
+			return false
+		}
+		strictSeen++
+		return strictSeen == 2 // the second strict request, after a strict turn
+	}
+	s.stub.mu.Unlock()
+	run := completed(t, s.drive(t, s.workflow("    structured_output: strict\n", "notes:read_note")))
+	reqs := s.stub.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3 (strict, refused strict, resend)", len(reqs))
+	}
+	if got := []int{thinkingBlocks(reqs[1]), thinkingBlocks(reqs[2])}; got[0] != 1 || got[1] != 0 {
+		t.Errorf("thinking blocks sent back = %v (refused strict request, resend), want [1 0]", got)
+	}
+	ta, _ := structuredOutput(t, s.eng, run)["tool_args"].(map[string]any)
+	if dm, _ := ta["dropped_mid_attempt"].(map[string]any); dm["strict_turns_before_drop"] != float64(1) {
+		t.Errorf("dropped_mid_attempt = %v, want strict_turns_before_drop 1", dm)
 	}
 }
