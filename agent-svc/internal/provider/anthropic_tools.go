@@ -45,7 +45,7 @@ func (w *anthropicWire) send(ctx context.Context, final bool) (wireTurn, error) 
 	specs := w.req.Tools.Specs()
 	strict := !final && w.strict.wants(specs)
 	msg, err := w.p.sendParams(ctx, w.req, w.params(params, specs, final, strict), w.res)
-	if err != nil && strict && w.strict.refused(err, w.res) {
+	if err != nil && strict && w.strict.refused(err, w.res, anthropicDowngrade) {
 		strict = false
 		w.dropStrictThinking()
 		params.Messages = w.messages

@@ -47,8 +47,11 @@ type toolStub struct {
 	bodies []map[string]any
 	// hold, when set, holds request n (1-based) until the request ends.
 	hold int
-	// refuse, when set, answers 400 to the requests it picks.
-	refuse func(body map[string]any) bool
+	// refuse, when set, answers 400 to the requests it picks (or
+	// refuseStatus with refuseBody, when set).
+	refuse       func(body map[string]any) bool
+	refuseStatus int
+	refuseBody   string
 }
 
 func (s *toolStub) requests() []map[string]any {
@@ -67,7 +70,7 @@ func newToolStub(t *testing.T, kind string, script func(n int, body map[string]a
 		s.mu.Lock()
 		s.bodies = append(s.bodies, body)
 		n := len(s.bodies)
-		hold, refuse := s.hold, s.refuse
+		hold, refuse, status, errBody := s.hold, s.refuse, s.refuseStatus, s.refuseBody
 		s.mu.Unlock()
 		if n == hold {
 			<-r.Context().Done()
@@ -75,6 +78,12 @@ func newToolStub(t *testing.T, kind string, script func(n int, body map[string]a
 		}
 		if refuse != nil && refuse(body) {
 			w.Header().Set("Content-Type", "application/json")
+			if status != 0 {
+				w.Header().Set("retry-after-ms", "1")
+				w.WriteHeader(status)
+				_, _ = io.WriteString(w, errBody)
+				return
+			}
 			w.WriteHeader(http.StatusBadRequest)
 			if kind == "anthropic" {
 				_, _ = io.WriteString(w, `{"type":"error","error":{"type":"invalid_request_error","message":"strict tools rejected"}}`)
@@ -852,5 +861,72 @@ func TestAStrictToolDropLeavesOutTheThinkingOfStrictTurns(t *testing.T) {
 	ta, _ := structuredOutput(t, s.eng, run)["tool_args"].(map[string]any)
 	if dm, _ := ta["dropped_mid_attempt"].(map[string]any); dm["strict_turns_before_drop"] != float64(1) {
 		t.Errorf("dropped_mid_attempt = %v, want strict_turns_before_drop 1", dm)
+	}
+}
+
+// An Anthropic 503 on a request with strict tools sends that request again
+// without strict, once: strict comes back on the next turn (only a 400
+// keeps it off) and the drop is disclosed with its reason. OpenAI never
+// downgrades on a 5xx.
+func TestA503OnStrictToolsDropsStrictForThatRequestOnly(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind, body string
+		// strict is, per request, whether its tools were strict; nil
+		// means the step fails on the 503.
+		strict []bool
+	}{
+		{kind: "anthropic", body: `{"type":"error","error":{"type":"overloaded_error","message":"Grammar compilation is temporarily unavailable"}}`,
+			strict: []bool{true, false, true}},
+		{kind: "openai", body: `{"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}`},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			t.Parallel()
+			served := 0 // turns answered: a tool call first, then the answer
+			s := setupTools(t, tc.kind, toolEnv, func(int, map[string]any) turn {
+				if served++; served == 1 {
+					return turn{calls: []call{{"read_note", map[string]any{"name": "a"}}}}
+				}
+				return turn{answer: map[string]any{"answer": "done"}}
+			})
+			refused := 0
+			s.stub.mu.Lock()
+			s.stub.refuseStatus, s.stub.refuseBody = http.StatusServiceUnavailable, tc.body
+			s.stub.refuse = func(body map[string]any) bool {
+				// The SDK's three attempts of the first request.
+				if refused == 3 || !strings.Contains(fmt.Sprint(body["tools"]), "strict:true") {
+					return false
+				}
+				refused++
+				return true
+			}
+			s.stub.mu.Unlock()
+			evs := s.drive(t, s.workflow("    structured_output: strict\n", "notes:read_note"))
+			if tc.strict == nil {
+				if last(evs).GetOutcome() == realmv1.DriveOutcome_DRIVE_OUTCOME_COMPLETED {
+					t.Fatalf("the step completed; want it failed by the 503\n%s", texts(evs))
+				}
+				for i, b := range s.stub.requests() {
+					if !strings.Contains(fmt.Sprint(b["tools"]), "strict:true") {
+						t.Errorf("request %d went out without strict after a 503", i+1)
+					}
+				}
+				return
+			}
+			run := completed(t, evs)
+			var got []bool
+			for _, b := range s.stub.requests()[2:] { // after the SDK's retries of the first
+				got = append(got, strings.Contains(fmt.Sprint(b["tools"]), "strict:true"))
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.strict) {
+				t.Errorf("strict tools per request (from the last refused one) = %v, want %v", got, tc.strict)
+			}
+			ta, _ := structuredOutput(t, s.eng, run)["tool_args"].(map[string]any)
+			dm, _ := ta["dropped_mid_attempt"].(map[string]any)
+			list, _ := ta["tools"].([]any)
+			if dm["reason"] != "grammar_unavailable" || dm["strict_turns_before_drop"] != float64(0) || len(list) != 1 || list[0].(map[string]any)["strict_sent"] != true {
+				t.Errorf("tool_args = %v, want the grammar_unavailable drop and read_note still strict_sent", ta)
+			}
+		})
 	}
 }
