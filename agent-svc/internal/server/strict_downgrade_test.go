@@ -414,3 +414,28 @@ func TestAFailedResendStillDisclosesTheDowngrade(t *testing.T) {
 		t.Errorf("drive failures = %+v\nwant one 500 with structured_output %v", entries, want)
 	}
 }
+
+// The o1 family has no strict mode: the schema is not judged (no ⚠ line)
+// and the evidence says provider_unsupported.
+func TestTheO1FamilyDisclosesStrictAsUnsupported(t *testing.T) {
+	t.Parallel()
+	eng := startEngine(t)
+	register(t, eng, optionalWorkflow)
+	st := newStub(t, "openai", func(int, wireRequest) answer { return answer{output: map[string]any{"note": "done"}} })
+	agent := startAgent(t, server.Config{Engine: eng, Services: openaiAt(st.URL())})
+	evs := drive(t, agent, &realmv1.DriveRunRequest{WorkflowId: "strictopt", Options: opts("openai", "o1-mini")}, nil)
+	end := last(evs)
+	if end.GetOutcome() != realmv1.DriveOutcome_DRIVE_OUTCOME_COMPLETED {
+		t.Fatalf("end = %v\n%s", end, texts(evs))
+	}
+	if reqs := st.seen(); len(reqs) != 1 || reqs[0].Body["response_format"] != nil {
+		t.Errorf("requests = %v, want one without response_format", reqs)
+	}
+	if strings.Contains(texts(evs), "structured_output: strict") {
+		t.Errorf("output:\n%s\nwant no structured_output line", texts(evs))
+	}
+	want := map[string]any{"requested": true, "sent": false, "provider": "openai-reasoning", "downgrade_reason": "provider_unsupported"}
+	if got := strictOf(t, eng, end.GetRunId())["note"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("structured_output = %v\nwant %v", got, want)
+	}
+}
