@@ -109,12 +109,16 @@ var errStopped = errors.New("drive stopped")
 
 type stepInfo struct {
 	execution, description, profile string
-	// strict is `structured_output: strict` when the step's schema is
-	// eligible (workflow.CheckStrict); strictNote is the one ⚠ line for a
-	// requested strict that is ineligible or has caveats.
+	// strictRequested is `structured_output: strict`; strict says it is
+	// sent (strict.go's strictPlan), else strictReason says why not.
 	strict          bool
 	strictRequested bool
-	strictNote      string
+	strictReason    string
+	// strictCaveats are the verdict's notes under the active provider's
+	// rules; strictNote is the one ⚠ line for a requested strict that is
+	// ineligible or has caveats.
+	strictCaveats []string
+	strictNote    string
 	// display is the step's `display` template (the result and gate
 	// text); llmTimeout its llm_timeout_seconds (0: the flag's limit).
 	display    string
@@ -147,6 +151,13 @@ type driver struct {
 	capabilityTried bool
 	// budgetWarned marks the steps whose repair-budget warning was shown.
 	budgetWarned map[string]bool
+	// strictWarned marks the steps whose structured-output ⚠ line was
+	// shown.
+	strictWarned map[string]bool
+	// downgraded keeps, per step name, the live downgrade of a strict
+	// request: later attempts of the step go out without strict and
+	// report it (§8.5).
+	downgraded map[string]*provider.Downgrade
 	// modelCtx is the context of model calls: the drive's, ending too
 	// when its slot is lost.
 	modelCtx context.Context
@@ -177,7 +188,8 @@ func Run(ctx context.Context, eng realmv1.EngineServiceClient, req *realmv1.Driv
 		caller.By, caller.BySource = o.Caller.GetBy(), o.Caller.GetBySource()
 	}
 	o.Caller = caller
-	d := &driver{ctx: ctx, eng: eng, o: o, emit: emit, budgetWarned: map[string]bool{}, named: map[string]bool{}}
+	d := &driver{ctx: ctx, eng: eng, o: o, emit: emit, budgetWarned: map[string]bool{}, named: map[string]bool{},
+		strictWarned: map[string]bool{}, downgraded: map[string]*provider.Downgrade{}}
 	defer d.closeTools()
 	err := d.open(ctx, req)
 	if err == nil {
@@ -762,32 +774,6 @@ func schemaJSON(v *structpb.Value) json.RawMessage {
 
 func newNonce() string { return uuid.NewString() }
 
-// readStrict marks the agent steps that declare `structured_output:
-// strict` (workflow-file §11.2) from the registered definition. An
-// eligible schema is sent strict; an ineligible one degrades loudly: it is
-// not sent strict, and the step's first call prints why.
-func (d *driver) readStrict(definition []byte) {
-	var def workflow.Definition
-	if len(definition) == 0 || json.Unmarshal(definition, &def) != nil {
-		return
-	}
-	for id, st := range def.Steps {
-		info, ok := d.steps[id]
-		if !ok || st == nil || st.StructuredOutput != "strict" {
-			continue
-		}
-		v := workflow.CheckStrict(st.StrictSchema())
-		info.strict, info.strictRequested = v.Eligible(), true
-		switch {
-		case !v.Eligible():
-			info.strictNote = fmt.Sprintf("  ⚠ Step '%s': structured_output: strict — not sent (gate_ineligible): %s; the answer is validated after it arrives.", id, strings.Join(v.Refusals, "; "))
-		case len(v.Caveats) > 0:
-			info.strictNote = fmt.Sprintf("  ⚠ Step '%s': structured_output: strict — sent, with caveats: %s.", id, strings.Join(v.Caveats, "; "))
-		}
-		d.steps[id] = info
-	}
-}
-
 // readControls reads each step's `display` template and
 // llm_timeout_seconds from the registered definition.
 func (d *driver) readControls(definition []byte) {
@@ -823,36 +809,4 @@ func (d *driver) result() string {
 	}
 	b, _ := json.MarshalIndent(d.lastOK.output, "", "  ")
 	return string(b)
-}
-
-// strictRecord is the structured_output record of an answer (agent-driver
-// §8.3) for a step that asked for it: whether strict was sent and, if not,
-// why. nil for a step that did not ask.
-func (d *driver) strictRecord(info stepInfo, res *provider.Result, box *toolbox) *structpb.Struct {
-	if !info.strictRequested {
-		return nil
-	}
-	rec := map[string]any{"requested": true, "sent": res.StrictSent, "provider": d.o.Provider.Name()}
-	if box != nil && box.toolArgs != nil {
-		rec["tool_args"] = toolArgsRecord(box, res)
-	}
-	switch {
-	case res.StrictSent:
-	case info.tools != nil:
-		// A tools step's output is unconstrained (§8.7), on every run.
-		rec["downgrade_reason"] = "unsupported_context_tools"
-	case !info.strict:
-		rec["downgrade_reason"] = "gate_ineligible"
-	case d.o.Provider.Name() == "openai-reasoning":
-		rec["downgrade_reason"] = "provider_unsupported"
-	case d.o.Flags.BaseURL != "" && !d.o.Flags.StrictBaseURL:
-		rec["downgrade_reason"] = "compat_endpoint"
-	default:
-		rec["downgrade_reason"] = "api_rejected_schema"
-	}
-	s, err := structpb.NewStruct(rec)
-	if err != nil {
-		return nil
-	}
-	return s
 }

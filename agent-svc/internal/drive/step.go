@@ -31,8 +31,8 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 	}
 	schema := schemaJSON(na.GetInputSchema())
 	lines := stdout("", "→ [agent] "+step, "  "+cut(info.description, 80))
-	if info.strictNote != "" {
-		lines = append(lines, stderr(info.strictNote)...)
+	if note := d.strictNoteOnce(step, info); note != nil {
+		lines = append(lines, stderr(note...)...)
 	}
 	if info.budgetNote != "" && !d.budgetWarned[step] {
 		d.budgetWarned[step] = true
@@ -65,7 +65,7 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 			mctx = ctx
 		}
 		req := provider.Request{
-			Model: d.o.Model, Profile: info.profile, Prompt: user, Schema: schema, Strict: info.strict,
+			Model: d.o.Model, Profile: info.profile, Prompt: user, Schema: schema, Strict: d.strictFor(step, info),
 			PerAttempt: per, PerAttemptDeclared: per > 0, PerAttemptFromStep: info.llmTimeout > 0,
 			PromptCache: d.o.PromptCache, RequestIndex: len(billed),
 		}
@@ -73,6 +73,7 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 			d.withTools(&req, step, info.tools, box)
 		}
 		res, err := d.o.Provider.Call(mctx, req)
+		d.noteDowngrade(step, downgradeOf(res, err))
 		if err != nil && mctx.Err() != nil && ctx.Err() == nil {
 			return errSlotLost // cut by the limit, not by the caller
 		}
@@ -82,7 +83,13 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 		if err != nil {
 			ce := asCallError(err)
 			ce.Usage = append(append([]provider.Usage{}, billed...), ce.Usage...)
-			return d.stop(d.failure(step, ce), step, fmt.Sprintf("✗ Step '%s' LLM call failed: %s", step, ce.Message), d.reattachLine())
+			f := d.failure(step, ce)
+			if ce.Downgrade != nil && info.strictRequested {
+				// The resend after a downgrade failed: the downgrade is
+				// still disclosed, on the failure (§8.4).
+				f.StructuredOutput = toStruct(d.strictFields(step, info, false, ""))
+			}
+			return d.stop(f, step, fmt.Sprintf("✗ Step '%s' LLM call failed: %s", step, ce.Message), d.reattachLine())
 		}
 		billed = append(billed, res.Usage...)
 		for _, u := range res.Usage {
@@ -98,7 +105,7 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 				fmt.Sprintf("✗ Step '%s' failed: the model's answer cannot be sent: %s", step, err), d.reattachLine())
 		}
 		exec := &realmv1.ExecuteStepRequest{RunId: d.runID, Command: step, Params: params, Caller: d.o.Caller,
-			StructuredOutput: d.strictRecord(info, res, box), ToolCalls: toolCallsProto(res.ToolCalls)}
+			StructuredOutput: d.strictRecord(step, info, res, box), ToolCalls: toolCallsProto(res.ToolCalls)}
 		// The requests behind this answer (repairs included) are billed to
 		// the attempt the engine records; it derives include_steps' cost.
 		for _, u := range billed {
@@ -164,6 +171,18 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 			return d.stop(nil, step, fmt.Sprintf("✗ Step '%s' failed: %s", step, replyMessage(r)), d.reattachLine())
 		}
 	}
+}
+
+// downgradeOf is the live strict downgrade a call reports, on its answer
+// or on its failure; nil for none.
+func downgradeOf(res *provider.Result, err error) *provider.Downgrade {
+	if err != nil {
+		if ce, ok := err.(*provider.CallError); ok {
+			return ce.Downgrade
+		}
+		return nil
+	}
+	return res.Downgrade
 }
 
 func asCallError(err error) *provider.CallError {

@@ -210,14 +210,15 @@ func toolArgsRecord(box *toolbox, res *provider.Result) map[string]any {
 		for k, v := range e {
 			c[k] = v
 		}
-		if res.StrictDrop != nil {
+		if res.StrictDrop != nil && res.StrictDrop.Sticky() {
+			// Strict stayed off for the rest of the step.
 			c["strict_sent"] = false
 		}
 		list = append(list, c)
 	}
 	rec := map[string]any{"tools": list}
 	if dr := res.StrictDrop; dr != nil {
-		rec["dropped_mid_attempt"] = map[string]any{"reason": "api_rejected_schema", "api_message": dr.APIMessage, "strict_turns_before_drop": dr.TurnsBefore}
+		rec["dropped_mid_attempt"] = map[string]any{"reason": dr.Reason, "api_message": dr.APIMessage, "strict_turns_before_drop": dr.TurnsBefore}
 	}
 	return rec
 }

@@ -82,18 +82,17 @@ func (p *anthropicProvider) Call(ctx context.Context, req Request) (*Result, err
 		if err != nil {
 			// A strict request the service refused (400) or could not
 			// serve (503) is sent again once without strict (§8.4).
-			var ce *CallError
-			if strict && errors.As(err, &ce) && (ce.Status == http.StatusBadRequest || ce.Status == http.StatusServiceUnavailable) {
-				strict = false
+			if dg := anthropicDowngrade(err); strict && dg != nil {
+				res.Downgrade, strict = dg, false
 				msg, err = p.send(ctx, req, system, user, false, res)
 			}
 			if err != nil {
-				return nil, withUsage(err, res, start)
+				return nil, withDowngrade(withUsage(err, res, start), res.Downgrade)
 			}
 		}
 		last = msg
-		if out, ok := anthropicAnswer(msg); ok {
-			res.Output, res.StrictSent, res.Elapsed = out, strict, time.Since(start)
+		if out, channel, ok := anthropicAnswer(msg); ok {
+			res.Output, res.StrictSent, res.Elapsed, res.Channel = out, strict, time.Since(start), channel
 			return res, nil
 		}
 		user = req.Prompt + "\n\n" + notJSONSuffix
@@ -114,21 +113,22 @@ func (p *anthropicProvider) Call(ctx context.Context, req Request) (*Result, err
 
 // anthropicAnswer is the submit tool's input, else JSON read from the
 // first text block.
-func anthropicAnswer(msg *anthropic.Message) (map[string]any, bool) {
+// channel is "tool" or "text" accordingly.
+func anthropicAnswer(msg *anthropic.Message) (out map[string]any, channel string, ok bool) {
 	for _, b := range msg.Content {
 		if b.Type == "tool_use" && b.Name == submitTool {
-			var out map[string]any
 			if err := json.Unmarshal(b.Input, &out); err == nil && out != nil {
-				return out, true
+				return out, "tool", true
 			}
 		}
 	}
 	for _, b := range msg.Content {
 		if b.Type == "text" {
-			return ExtractJSON(b.Text)
+			out, ok = ExtractJSON(b.Text)
+			return out, "text", ok
 		}
 	}
-	return nil, false
+	return nil, "", false
 }
 
 // send makes one request (with the SDK's retries) and records its usage.

@@ -19,6 +19,11 @@ type anthropicWire struct {
 	messages []anthropic.MessageParam
 	last     *anthropic.Message
 	strict   strictState
+	// lastStrict says last was answered to a request with strict tools;
+	// strictTurns are the indexes in messages of such answers, whose
+	// thinking blocks go once strict is dropped (§8.7).
+	lastStrict  bool
+	strictTurns []int
 }
 
 func (p *anthropicProvider) toolWire(req Request, res *Result) *anthropicWire {
@@ -40,8 +45,10 @@ func (w *anthropicWire) send(ctx context.Context, final bool) (wireTurn, error) 
 	specs := w.req.Tools.Specs()
 	strict := !final && w.strict.wants(specs)
 	msg, err := w.p.sendParams(ctx, w.req, w.params(params, specs, final, strict), w.res)
-	if err != nil && strict && w.strict.refused(err, w.res) {
+	if err != nil && strict && w.strict.refused(err, w.res, anthropicDowngrade) {
 		strict = false
+		w.dropStrictThinking()
+		params.Messages = w.messages
 		msg, err = w.p.sendParams(ctx, w.req, w.params(params, specs, final, false), w.res)
 	}
 	if err != nil {
@@ -50,7 +57,30 @@ func (w *anthropicWire) send(ctx context.Context, final bool) (wireTurn, error) 
 	if strict {
 		w.strict.turns++
 	}
+	w.lastStrict = strict
 	return w.turn(msg), nil
+}
+
+// dropStrictThinking removes the thinking blocks of the answers given
+// while strict tools were on: the tool list they were signed against
+// changed when strict went off, so the service would refuse them (§8.7).
+func (w *anthropicWire) dropStrictThinking() {
+	for _, i := range w.strictTurns {
+		a := w.messages[i].OfAssistant
+		if a == nil {
+			continue
+		}
+		var kept []anthropic.ContentBlockParamUnion
+		for _, b := range a.Content {
+			if b.OfThinking == nil && b.OfRedactedThinking == nil {
+				kept = append(kept, b)
+			}
+		}
+		c := *a // the message may be shared with a request already sent
+		c.Content = kept
+		w.messages[i] = anthropic.MessageParam{OfAssistant: &c}
+	}
+	w.strictTurns = nil
 }
 
 // params are the request's tools on top of base.
@@ -114,6 +144,9 @@ func (w *anthropicWire) turn(msg *anthropic.Message) wireTurn {
 
 func (w *anthropicWire) reply(t wireTurn, answers []toolAnswer, note string) {
 	if w.last != nil {
+		if w.lastStrict {
+			w.strictTurns = append(w.strictTurns, len(w.messages))
+		}
 		w.messages = append(w.messages, w.last.ToParam())
 	}
 	var blocks []anthropic.ContentBlockParamUnion

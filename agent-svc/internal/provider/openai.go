@@ -60,7 +60,8 @@ func (p *openaiProvider) Name() string {
 func openaiAPIError(err error) (statusError, bool) {
 	var ae *openai.Error
 	if errors.As(err, &ae) {
-		return statusError{status: ae.StatusCode, message: ae.Message}, true
+		return statusError{status: ae.StatusCode, message: ae.Message, hasParamCode: true,
+			param: rawValue(ae.JSON.Param.Raw()), code: rawValue(ae.JSON.Code.Raw())}, true
 	}
 	return statusError{}, false
 }
@@ -102,8 +103,8 @@ func (p *openaiProvider) Call(ctx context.Context, req Request) (*Result, error)
 		if err != nil {
 			// A strict request refused with 400 goes again once without
 			// strict (§8.4); 5xx and transport errors never downgrade.
-			var ce *CallError
-			if f == formatStrict && errors.As(err, &ce) && ce.Status == http.StatusBadRequest {
+			if dg := openaiDowngrade(err); f == formatStrict && dg != nil {
+				res.Downgrade = dg
 				f = formatJSONObject
 				if p.opts.Compat {
 					f = formatNone
@@ -111,7 +112,7 @@ func (p *openaiProvider) Call(ctx context.Context, req Request) (*Result, error)
 				c, err = p.send(ctx, req, messages, f, res)
 			}
 			if err != nil {
-				return nil, withUsage(err, res, start)
+				return nil, withDowngrade(withUsage(err, res, start), res.Downgrade)
 			}
 		}
 		if len(c.Choices) == 0 {

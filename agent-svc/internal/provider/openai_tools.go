@@ -35,7 +35,7 @@ func (w *openaiWire) send(ctx context.Context, final bool) (wireTurn, error) {
 	specs := w.req.Tools.Specs()
 	strict := !final && w.strict.wants(specs)
 	c, err := w.p.sendParams(ctx, w.req, w.params(specs, final, strict), w.res)
-	if err != nil && strict && w.strict.refused(err, w.res) {
+	if err != nil && strict && w.strict.refused(err, w.res, openaiDowngrade) {
 		strict = false
 		c, err = w.p.sendParams(ctx, w.req, w.params(specs, final, false), w.res)
 	}

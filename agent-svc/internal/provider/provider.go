@@ -114,6 +114,36 @@ type Result struct {
 	ToolCalls []ToolCall
 	// StrictDrop is set when the service refused strict tool arguments.
 	StrictDrop *StrictDrop
+	// Downgrade says why a strict request went out again without strict
+	// (§8.4); nil when it did not.
+	Downgrade *Downgrade
+	// Channel is how the answer came: "tool" (Anthropic's submit tool) or
+	// "text"; "" for providers without a submit tool.
+	Channel string
+}
+
+// Downgrade reasons of a live strict failure (agent-driver §8.3).
+const (
+	ReasonAPIRejectedSchema  = "api_rejected_schema"
+	ReasonGrammarUnavailable = "grammar_unavailable"
+	ReasonServiceUnavailable = "service_unavailable"
+)
+
+// grammarLabel is the part of Anthropic's 503 message that says its
+// strict-grammar compiler, not the service, is out (§8.3).
+const grammarLabel = "Grammar compilation is temporarily unavailable"
+
+// Downgrade is why a strict request was sent again without strict, as the
+// evidence keeps it (§8.3).
+type Downgrade struct {
+	Reason string
+	// APIMessage is the service's own error message.
+	APIMessage string
+	// HasParamCode says APIParam and APICode were reported (OpenAI): they
+	// are kept verbatim, nil standing for a JSON null.
+	HasParamCode bool
+	APIParam     any
+	APICode      any
 }
 
 // Provider asks one model service for answers.
@@ -139,6 +169,12 @@ type CallError struct {
 	ProviderName string
 	// Code is the catalogue code of a failure that has one.
 	Code string
+	// Downgrade is set when the failure came after a strict request was
+	// downgraded, so the downgrade is still disclosed (§8.4).
+	Downgrade *Downgrade
+
+	// api is the service's own error, when it answered with one.
+	api *statusError
 }
 
 func (e *CallError) Error() string { return e.Message }
@@ -200,10 +236,13 @@ func parseRetryAfter(h http.Header) (time.Duration, bool) {
 	return 0, false
 }
 
-// statusError is what a provider knows of an SDK API error.
+// statusError is what a provider knows of an SDK API error. param and
+// code are OpenAI's (nil for a JSON null); hasParamCode says they exist.
 type statusError struct {
-	status  int
-	message string
+	status       int
+	message      string
+	hasParamCode bool
+	param, code  any
 }
 
 // classify turns an SDK error into a CallError. ceilingHit says the whole
@@ -220,7 +259,7 @@ func classify(err error, ceilingHit bool, ceiling time.Duration, lever string, a
 		e.Class = ClassAbortedByBudget
 		e.Message = fmt.Sprintf("LLM create exceeded the per-create ceiling (%dms) — %s", ceiling.Milliseconds(), lever)
 	case isAPI:
-		e.Class, e.Status = ClassAPIStatus, se.status
+		e.Class, e.Status, e.api = ClassAPIStatus, se.status, &se
 		e.Message = strings.TrimSpace(fmt.Sprintf("%d %s", se.status, oneLine(se.message)))
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		e.Class, e.Message = ClassConnectionTimeout, "Request timed out."

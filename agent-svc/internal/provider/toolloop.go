@@ -54,10 +54,17 @@ type ToolSpec struct {
 // StrictDrop is a live refusal of strict tool arguments: the request was
 // sent again without strict, which stayed off for the rest of the step.
 type StrictDrop struct {
+	// Reason is api_rejected_schema (a 400: strict stays off for the rest
+	// of the step), or grammar_unavailable / service_unavailable (an
+	// Anthropic 503: only that request went without strict).
+	Reason     string
 	APIMessage string
 	// TurnsBefore counts the requests answered with strict on.
 	TurnsBefore int
 }
+
+// Sticky says strict stayed off after the drop.
+func (d *StrictDrop) Sticky() bool { return d.Reason == ReasonAPIRejectedSchema }
 
 // strictState is a conversation's strict tool arguments: on while any
 // spec asks for it, until the service refuses it once.
@@ -79,15 +86,22 @@ func (s *strictState) wants(specs []ToolSpec) bool {
 	return false
 }
 
-// refused turns strict off after a 400 to a strict request, noting the
-// drop; it reports whether to send again.
-func (s *strictState) refused(err error, res *Result) bool {
-	var ce *CallError
-	if !errors.As(err, &ce) || ce.Status != 400 {
+// refused decides what a failed strict request earns, by the provider's
+// ladder (downgrade: anthropicDowngrade or openaiDowngrade), and reports
+// whether to send it again without strict. Only a 400 turns strict off
+// for the rest of the step; an Anthropic 503 drops it for that request
+// alone. The first drop is noted.
+func (s *strictState) refused(err error, res *Result, downgrade func(error) *Downgrade) bool {
+	dg := downgrade(err)
+	if dg == nil {
 		return false
 	}
-	s.off = true
-	res.StrictDrop = &StrictDrop{APIMessage: firstN(ce.Message, 300), TurnsBefore: s.turns}
+	if dg.Reason == ReasonAPIRejectedSchema {
+		s.off = true
+	}
+	if res.StrictDrop == nil || (!res.StrictDrop.Sticky() && dg.Reason == ReasonAPIRejectedSchema) {
+		res.StrictDrop = &StrictDrop{Reason: dg.Reason, APIMessage: firstN(dg.APIMessage, 300), TurnsBefore: s.turns}
+	}
 	return true
 }
 

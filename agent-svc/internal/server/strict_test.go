@@ -11,7 +11,8 @@ import (
 )
 
 // strictWorkflow has one agent step that opts in to structured_output:
-// strict with an eligible schema, and one whose schema has a caveat.
+// strict with an eligible schema, and one whose schema has a caveat under
+// OpenAI's rules (a null-union).
 const strictWorkflow = `id: strict
 name: Strict
 version: 1
@@ -38,7 +39,7 @@ steps:
       additionalProperties: false
       required: [note]
       properties:
-        note: { type: string, minLength: 1 }
+        note: { type: [string, "null"] }
 `
 
 // A step that opts in to structured_output: strict is sent with the
@@ -73,7 +74,7 @@ func TestStrictStepsAreSentStrictAndCaveatsAreSaid(t *testing.T) {
 		}
 	}
 	out := texts(evs)
-	note := "  ⚠ Step 'note': structured_output: strict — sent, with caveats: unenforced_keyword 'minLength' at properties/note.\n"
+	note := "  ⚠ Step 'note': structured_output: strict — sent, with caveats: null_union_emission at properties/note.\n"
 	if strings.Count(out, note) != 1 || strings.Contains(out, "Step 'code': structured_output") {
 		t.Errorf("output:\n%s\nwant the caveat line once, for note only", out)
 	}
@@ -131,7 +132,8 @@ func TestAStrictDowngradeIsRecordedAndFound(t *testing.T) {
 	}
 	want := map[string]any{
 		"code": map[string]any{"requested": true, "sent": true, "provider": "openai"},
-		"note": map[string]any{"requested": true, "sent": false, "provider": "openai", "downgrade_reason": "api_rejected_schema"},
+		"note": map[string]any{"requested": true, "sent": false, "provider": "openai", "downgrade_reason": "api_rejected_schema",
+			"api_message": "slow down", "api_param": nil, "api_code": nil, "caveats": []any{"null_union_emission at properties/note"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("structured_output records = %v, want %v", got, want)

@@ -20,11 +20,13 @@ type wireRequest struct {
 }
 
 // answer is what a stub replies: an HTTP status (0 is 200), headers, and
-// for a 200 the JSON object the model "answers".
+// for a 200 the JSON object the model "answers". body, when set, is the
+// error body of a failing status (else a rate-limit error).
 type answer struct {
 	status  int
 	headers map[string]string
 	output  map[string]any
+	body    string
 	// usage, when set, is the Anthropic usage block reported instead of
 	// the default (40 in, 7 out, nothing cached).
 	usage map[string]any
@@ -119,9 +121,12 @@ func newStubHolding(t *testing.T, kind string, decide func(n int, r wireRequest)
 		w.Header().Set("Content-Type", "application/json")
 		if a.status != 0 && a.status != http.StatusOK {
 			w.WriteHeader(a.status)
-			if kind == "anthropic" {
+			switch {
+			case a.body != "":
+				_, _ = io.WriteString(w, a.body)
+			case kind == "anthropic":
 				_, _ = io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`)
-			} else {
+			default:
 				_, _ = io.WriteString(w, `{"error":{"message":"slow down","type":"rate_limit","param":null,"code":null}}`)
 			}
 			return

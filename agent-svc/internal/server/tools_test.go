@@ -34,6 +34,8 @@ type turn struct {
 	calls  []call
 	answer map[string]any
 	text   string
+	// thinking, when set, leads the turn as a thinking block (Anthropic).
+	thinking string
 }
 
 // toolStub is a model service that follows a script of turns and keeps
@@ -45,8 +47,11 @@ type toolStub struct {
 	bodies []map[string]any
 	// hold, when set, holds request n (1-based) until the request ends.
 	hold int
-	// refuse, when set, answers 400 to the requests it picks.
-	refuse func(body map[string]any) bool
+	// refuse, when set, answers 400 to the requests it picks (or
+	// refuseStatus with refuseBody, when set).
+	refuse       func(body map[string]any) bool
+	refuseStatus int
+	refuseBody   string
 }
 
 func (s *toolStub) requests() []map[string]any {
@@ -65,7 +70,7 @@ func newToolStub(t *testing.T, kind string, script func(n int, body map[string]a
 		s.mu.Lock()
 		s.bodies = append(s.bodies, body)
 		n := len(s.bodies)
-		hold, refuse := s.hold, s.refuse
+		hold, refuse, status, errBody := s.hold, s.refuse, s.refuseStatus, s.refuseBody
 		s.mu.Unlock()
 		if n == hold {
 			<-r.Context().Done()
@@ -73,6 +78,12 @@ func newToolStub(t *testing.T, kind string, script func(n int, body map[string]a
 		}
 		if refuse != nil && refuse(body) {
 			w.Header().Set("Content-Type", "application/json")
+			if status != 0 {
+				w.Header().Set("retry-after-ms", "1")
+				w.WriteHeader(status)
+				_, _ = io.WriteString(w, errBody)
+				return
+			}
 			w.WriteHeader(http.StatusBadRequest)
 			if kind == "anthropic" {
 				_, _ = io.WriteString(w, `{"type":"error","error":{"type":"invalid_request_error","message":"strict tools rejected"}}`)
@@ -86,6 +97,9 @@ func newToolStub(t *testing.T, kind string, script func(n int, body map[string]a
 		if kind == "anthropic" {
 			var content []any
 			stop := "end_turn"
+			if tr.thinking != "" {
+				content = append(content, map[string]any{"type": "thinking", "thinking": tr.thinking, "signature": "sig"})
+			}
 			for i, c := range tr.calls {
 				content = append(content, map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_%d_%d", n, i), "name": c.name, "input": orEmpty(c.args)})
 				stop = "tool_use"
@@ -687,9 +701,12 @@ func TestStrictOnAToolStepIsAppliedToToolArguments(t *testing.T) {
 				if e["name"] != "read_note" || e["strict_requested"] != true || e["strict_sent"] != !drop {
 					t.Errorf("tool_args entry = %v", e)
 				}
-				_, dropped := ta["dropped_mid_attempt"]
+				dm, dropped := ta["dropped_mid_attempt"].(map[string]any)
 				if dropped != drop {
 					t.Errorf("dropped_mid_attempt present %v, want %v: %v", dropped, drop, ta)
+				}
+				if drop && (dm["reason"] != "api_rejected_schema" || dm["api_message"] != "strict tools rejected") {
+					t.Errorf("dropped_mid_attempt = %v, want api_rejected_schema with the service's message", dm)
 				}
 				if drop && strings.Contains(fmt.Sprint(reqs[len(reqs)-1]["tools"]), "strict:true") {
 					t.Errorf("strict came back after the refusal")
@@ -793,5 +810,123 @@ func TestASecretInToolArgumentsIsRedactedInTheRecord(t *testing.T) {
 	}
 	if calls[0]["result"] != "note [REDACTED]: the invoice total is 120" {
 		t.Errorf("result recorded as %v", calls[0]["result"])
+	}
+}
+
+// thinkingBlocks counts the thinking blocks an Anthropic request sends
+// back in its history.
+func thinkingBlocks(body map[string]any) int {
+	n := 0
+	msgs, _ := body["messages"].([]any)
+	for _, m := range msgs {
+		content, _ := m.(map[string]any)["content"].([]any)
+		for _, b := range content {
+			if bm, _ := b.(map[string]any); bm["type"] == "thinking" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// After Anthropic refuses strict tools mid-step, the resend leaves out the
+// thinking blocks produced while strict was on: they were signed against
+// a tool list that has changed.
+func TestAStrictToolDropLeavesOutTheThinkingOfStrictTurns(t *testing.T) {
+	t.Parallel()
+	s := setupTools(t, "anthropic", toolEnv, func(n int, _ map[string]any) turn {
+		if n == 1 {
+			return turn{thinking: "I should read note a.", calls: []call{{"read_note", map[string]any{"name": "a"}}}}
+		}
+		return turn{answer: map[string]any{"answer": "done"}}
+	})
+	strictSeen := 0
+	s.stub.mu.Lock()
+	s.stub.refuse = func(body map[string]any) bool {
+		if !strings.Contains(fmt.Sprint(body["tools"]), "strict:true") {
+			return false
+		}
+		strictSeen++
+		return strictSeen == 2 // the second strict request, after a strict turn
+	}
+	s.stub.mu.Unlock()
+	run := completed(t, s.drive(t, s.workflow("    structured_output: strict\n", "notes:read_note")))
+	reqs := s.stub.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3 (strict, refused strict, resend)", len(reqs))
+	}
+	if got := []int{thinkingBlocks(reqs[1]), thinkingBlocks(reqs[2])}; got[0] != 1 || got[1] != 0 {
+		t.Errorf("thinking blocks sent back = %v (refused strict request, resend), want [1 0]", got)
+	}
+	ta, _ := structuredOutput(t, s.eng, run)["tool_args"].(map[string]any)
+	if dm, _ := ta["dropped_mid_attempt"].(map[string]any); dm["strict_turns_before_drop"] != float64(1) {
+		t.Errorf("dropped_mid_attempt = %v, want strict_turns_before_drop 1", dm)
+	}
+}
+
+// An Anthropic 503 on a request with strict tools sends that request again
+// without strict, once: strict comes back on the next turn (only a 400
+// keeps it off) and the drop is disclosed with its reason. OpenAI never
+// downgrades on a 5xx.
+func TestA503OnStrictToolsDropsStrictForThatRequestOnly(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind, body string
+		// strict is, per request, whether its tools were strict; nil
+		// means the step fails on the 503.
+		strict []bool
+	}{
+		{kind: "anthropic", body: `{"type":"error","error":{"type":"overloaded_error","message":"Grammar compilation is temporarily unavailable"}}`,
+			strict: []bool{true, false, true}},
+		{kind: "openai", body: `{"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}`},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			t.Parallel()
+			served := 0 // turns answered: a tool call first, then the answer
+			s := setupTools(t, tc.kind, toolEnv, func(int, map[string]any) turn {
+				if served++; served == 1 {
+					return turn{calls: []call{{"read_note", map[string]any{"name": "a"}}}}
+				}
+				return turn{answer: map[string]any{"answer": "done"}}
+			})
+			refused := 0
+			s.stub.mu.Lock()
+			s.stub.refuseStatus, s.stub.refuseBody = http.StatusServiceUnavailable, tc.body
+			s.stub.refuse = func(body map[string]any) bool {
+				// The SDK's three attempts of the first request.
+				if refused == 3 || !strings.Contains(fmt.Sprint(body["tools"]), "strict:true") {
+					return false
+				}
+				refused++
+				return true
+			}
+			s.stub.mu.Unlock()
+			evs := s.drive(t, s.workflow("    structured_output: strict\n", "notes:read_note"))
+			if tc.strict == nil {
+				if last(evs).GetOutcome() == realmv1.DriveOutcome_DRIVE_OUTCOME_COMPLETED {
+					t.Fatalf("the step completed; want it failed by the 503\n%s", texts(evs))
+				}
+				for i, b := range s.stub.requests() {
+					if !strings.Contains(fmt.Sprint(b["tools"]), "strict:true") {
+						t.Errorf("request %d went out without strict after a 503", i+1)
+					}
+				}
+				return
+			}
+			run := completed(t, evs)
+			var got []bool
+			for _, b := range s.stub.requests()[2:] { // after the SDK's retries of the first
+				got = append(got, strings.Contains(fmt.Sprint(b["tools"]), "strict:true"))
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.strict) {
+				t.Errorf("strict tools per request (from the last refused one) = %v, want %v", got, tc.strict)
+			}
+			ta, _ := structuredOutput(t, s.eng, run)["tool_args"].(map[string]any)
+			dm, _ := ta["dropped_mid_attempt"].(map[string]any)
+			list, _ := ta["tools"].([]any)
+			if dm["reason"] != "grammar_unavailable" || dm["strict_turns_before_drop"] != float64(0) || len(list) != 1 || list[0].(map[string]any)["strict_sent"] != true {
+				t.Errorf("tool_args = %v, want the grammar_unavailable drop and read_note still strict_sent", ta)
+			}
+		})
 	}
 }

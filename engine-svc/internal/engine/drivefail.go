@@ -26,6 +26,9 @@ func (e *Engine) RecordDriveFailure(ctx context.Context, req *realmv1.RecordDriv
 		entry := record.DriveFailure{At: f.GetAt(), Step: f.GetStep(), Provider: f.GetProvider(), ErrorClass: f.GetErrorClass(),
 			Message: f.GetMessage(), ElapsedMS: f.GetElapsedMs(),
 			DeclaredPerAttemptMS: f.DeclaredPerAttemptMs, DerivedCeilingMS: f.DerivedCeilingMs, RetryAfterObservedMS: f.RetryAfterObservedMs, Code: f.GetCode()}
+		if so := f.GetStructuredOutput(); len(so.GetFields()) > 0 {
+			entry.StructuredOutput = so.AsMap()
+		}
 		if entry.At == "" {
 			entry.At = record.FormatTime(t.now)
 		}

@@ -268,6 +268,9 @@ type DriveFailure struct {
 	// Code is the catalogue code of a failure that has one (not in the
 	// original's record).
 	Code string `json:"code,omitempty"`
+	// StructuredOutput discloses a strict request downgraded before the
+	// call failed (agent-driver §8.4), as the evidence would have.
+	StructuredOutput map[string]any `json:"structured_output,omitempty"`
 }
 
 // ResolvedGate is a gate that was answered or settled by its expiry.

@@ -225,9 +225,15 @@ type DriveFailure struct {
 	Usage                []*ModelUsage `protobuf:"bytes,12,rep,name=usage,proto3" json:"usage,omitempty"`
 	// code is the catalogue code of a failure that has one, such as
 	// MCP_TOOL_NOT_FOUND or MCP_CONNECTION_FAILED on a tool-calling step.
-	Code          string `protobuf:"bytes,13,opt,name=code,proto3" json:"code,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Code string `protobuf:"bytes,13,opt,name=code,proto3" json:"code,omitempty"`
+	// structured_output is the step's structured-output record when the
+	// failed call followed a live downgrade of a strict request
+	// (agent-driver §8.4): the downgrade is disclosed even though no answer
+	// was recorded. Same shape as the evidence's
+	// diagnostics.structured_output.
+	StructuredOutput *structpb.Struct `protobuf:"bytes,14,opt,name=structured_output,json=structuredOutput,proto3" json:"structured_output,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DriveFailure) Reset() {
@@ -351,6 +357,13 @@ func (x *DriveFailure) GetCode() string {
 	return ""
 }
 
+func (x *DriveFailure) GetStructuredOutput() *structpb.Struct {
+	if x != nil {
+		return x.StructuredOutput
+	}
+	return nil
+}
+
 var File_realm_v1_drive_proto protoreflect.FileDescriptor
 
 const file_realm_v1_drive_proto_rawDesc = "" +
@@ -377,7 +390,7 @@ const file_realm_v1_drive_proto_rawDesc = "" +
 	"\x06result\x18\x04 \x01(\v2\x16.google.protobuf.ValueR\x06result\x12\x1f\n" +
 	"\vduration_ms\x18\x05 \x01(\x03R\n" +
 	"durationMs\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"\xd5\x04\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\x9b\x05\n" +
 	"\fDriveFailure\x12\x0e\n" +
 	"\x02at\x18\x01 \x01(\tR\x02at\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\tR\x04step\x12\x1a\n" +
@@ -394,7 +407,8 @@ const file_realm_v1_drive_proto_rawDesc = "" +
 	" \x01(\x05H\x02R\x12lastObservedStatus\x88\x01\x01\x12:\n" +
 	"\x17retry_after_observed_ms\x18\v \x01(\x03H\x03R\x14retryAfterObservedMs\x88\x01\x01\x12*\n" +
 	"\x05usage\x18\f \x03(\v2\x14.realm.v1.ModelUsageR\x05usage\x12\x12\n" +
-	"\x04code\x18\r \x01(\tR\x04codeB\x1a\n" +
+	"\x04code\x18\r \x01(\tR\x04code\x12D\n" +
+	"\x11structured_output\x18\x0e \x01(\v2\x17.google.protobuf.StructR\x10structuredOutputB\x1a\n" +
 	"\x18_declared_per_attempt_msB\x15\n" +
 	"\x13_derived_ceiling_msB\x17\n" +
 	"\x15_last_observed_statusB\x1a\n" +
@@ -414,20 +428,22 @@ func file_realm_v1_drive_proto_rawDescGZIP() []byte {
 
 var file_realm_v1_drive_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_realm_v1_drive_proto_goTypes = []any{
-	(*ModelUsage)(nil),     // 0: realm.v1.ModelUsage
-	(*ToolCall)(nil),       // 1: realm.v1.ToolCall
-	(*DriveFailure)(nil),   // 2: realm.v1.DriveFailure
-	(*structpb.Value)(nil), // 3: google.protobuf.Value
+	(*ModelUsage)(nil),      // 0: realm.v1.ModelUsage
+	(*ToolCall)(nil),        // 1: realm.v1.ToolCall
+	(*DriveFailure)(nil),    // 2: realm.v1.DriveFailure
+	(*structpb.Value)(nil),  // 3: google.protobuf.Value
+	(*structpb.Struct)(nil), // 4: google.protobuf.Struct
 }
 var file_realm_v1_drive_proto_depIdxs = []int32{
 	3, // 0: realm.v1.ToolCall.args:type_name -> google.protobuf.Value
 	3, // 1: realm.v1.ToolCall.result:type_name -> google.protobuf.Value
 	0, // 2: realm.v1.DriveFailure.usage:type_name -> realm.v1.ModelUsage
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	4, // 3: realm.v1.DriveFailure.structured_output:type_name -> google.protobuf.Struct
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_drive_proto_init() }
