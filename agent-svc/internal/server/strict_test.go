@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -111,25 +110,7 @@ func TestAStrictDowngradeIsRecordedAndFound(t *testing.T) {
 	if end.GetOutcome() != realmv1.DriveOutcome_DRIVE_OUTCOME_COMPLETED {
 		t.Fatalf("end = %v\n%s", end, texts(evs))
 	}
-	exp, err := eng.ExportRun(ctx(t), &realmv1.ExportRunRequest{RunId: end.GetRunId()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bundle struct {
-		Run struct {
-			Evidence []struct {
-				StepID      string         `json:"step_id"`
-				Diagnostics map[string]any `json:"diagnostics"`
-			} `json:"evidence"`
-		} `json:"run"`
-	}
-	if err := json.Unmarshal(exp.GetBundle(), &bundle); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]any{}
-	for _, e := range bundle.Run.Evidence {
-		got[e.StepID] = e.Diagnostics["structured_output"]
-	}
+	got := strictOf(t, eng, end.GetRunId())
 	want := map[string]any{
 		"code": map[string]any{"requested": true, "sent": true, "provider": "openai"},
 		"note": map[string]any{"requested": true, "sent": false, "provider": "openai", "downgrade_reason": "api_rejected_schema",

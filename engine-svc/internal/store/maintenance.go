@@ -201,28 +201,11 @@ func (r *Redis) ScanRuns(ctx context.Context) ([]StoredRun, error) {
 	slices.Sort(ids)
 	out := make([]StoredRun, 0, len(ids))
 	for chunk := range slices.Chunk(ids, scanBatch) {
-		cmds := make([]*redis.SliceCmd, len(chunk))
-		if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, id := range chunk {
-				cmds[i] = p.HMGet(ctx, r.RunKey(id), "v", "doc")
-			}
-			return nil
-		}); err != nil {
-			return nil, fmt.Errorf("store: read runs: %w", err)
+		runs, err := r.readRuns(ctx, chunk)
+		if err != nil {
+			return nil, err
 		}
-		for i, id := range chunk {
-			vals := cmds[i].Val()
-			if len(vals) != 2 || vals[0] == nil {
-				continue
-			}
-			vs, _ := vals[0].(string)
-			v, err := strconv.ParseInt(vs, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("store: run %s has version %q, not a number", id, vs)
-			}
-			doc, _ := vals[1].(string)
-			out = append(out, StoredRun{ID: id, Version: v, Doc: []byte(doc)})
-		}
+		out = append(out, runs...)
 	}
 	return out, nil
 }
