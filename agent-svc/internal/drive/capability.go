@@ -51,10 +51,10 @@ func (d *driver) capabilityWarnings(ctx context.Context) []string {
 	return out
 }
 
-// capabilityWarningLine is one start-of-drive capability warning. The
-// original's words are not published; these say what is missing, that
-// the run goes on, and what happens when the step is reached.
+// capabilityWarningLine is one start-of-drive capability warning, in the
+// words seed 003 ("A name that is not registered") shows. "This runner"
+// is, in this port, every live runner the engine's registry knows.
 func capabilityWarningLine(step, kind, name string) string {
-	return fmt.Sprintf("⚠ Step '%s' needs %s '%s', which no live runner offers: the run goes on, and the step will be blocked when it is reached unless a runner with %s '%s' registers first.",
-		step, kind, name, kind, name)
+	return fmt.Sprintf("⚠ Step '%s' needs %s '%s', which is not registered in this runner. If reached it will block recoverably (not fail) until a runner that provides this %s executes it — load the missing extension or run on a capable runner.",
+		step, kind, name, kind)
 }

@@ -139,7 +139,8 @@ func TestCapabilityBlockStopsTheDriveWithTheSpecsLine(t *testing.T) {
 			started = append(started, l.GetText())
 		}
 	}
-	warning := "⚠ Step 'file' needs handler 'file_ticket', which no live runner offers: the run goes on, and the step will be blocked when it is reached unless a runner with handler 'file_ticket' registers first."
+	// Seed 003's words ("A name that is not registered").
+	warning := "⚠ Step 'file' needs handler 'file_ticket', which is not registered in this runner. If reached it will block recoverably (not fail) until a runner that provides this handler executes it — load the missing extension or run on a capable runner."
 	if evs[0].GetKind() != realmv1.DriveEventKind_DRIVE_EVENT_KIND_STARTED || len(started) != 1 || started[0] != warning {
 		t.Errorf("the start's warnings = %q, want only\n%s", started, warning)
 	}
