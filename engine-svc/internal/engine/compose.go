@@ -85,7 +85,15 @@ func (t *txn) blockedReply(command string, u *uncallable) *realmv1.Reply {
 		// or the way out (as cannot-run refusals give it).
 		r.ContextHint += " " + u.dep.sentence()
 		if len(v.agents) == 0 && len(v.owed) == 0 {
-			r.ContextHint += " Correct the workflow and register it again, then call advance_run; or end the run with abandon_run."
+			// The same way out as every reply that says what comes next
+			// (seed 000): the refused steps' own ways, then the run's.
+			refused := v.refused
+			if !slices.ContainsFunc(refused, func(c *cannotRun) bool { return c.step.Name == u.dep.step.Name }) {
+				refused = append(slices.Clip(refused), u.dep)
+			}
+			if way := wayOut(refused); way != "" {
+				r.ContextHint += " " + way
+			}
 		} else {
 			r.ContextHint += " " + t.whatNext(v)
 		}

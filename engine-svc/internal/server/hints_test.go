@@ -50,7 +50,9 @@ func TestStepsRefusedForTheirInputGiveEachStepsWayOut(t *testing.T) {
 }
 
 // A step called by name whose dependency is refused before its claim is
-// told so, as a reason of its own (seed 000), not "not settled".
+// told so, as a reason of its own (seed 000), not "not settled", and the
+// reply ends with the same way out as every reply that says what comes
+// next: the dependency's own way (refused for its input), then the run's.
 func TestAStepWhoseDependencyCannotRunSaysSo(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, e *env) {
@@ -65,7 +67,7 @@ func TestAStepWhoseDependencyCannotRunSaysSo(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := resp.GetReply()
-		want := "Step 'reply' cannot be called now: a step it depends on cannot run ('intake'). 'intake' cannot run (input_schema): must have required property 'order'. Correct the workflow and register it again, then call advance_run; or end the run with abandon_run."
+		want := "Step 'reply' cannot be called now: a step it depends on cannot run ('intake'). 'intake' cannot run (input_schema): must have required property 'order'. For 'intake', start a run with params that fit, or correct its input_schema and register the workflow again; then, after a fix, call advance_run; or end the run with abandon_run."
 		if r.GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_BLOCKED || r.GetContextHint() != want {
 			t.Errorf("reply = %q (%v)", r.GetContextHint(), r.GetStatus())
 		}
