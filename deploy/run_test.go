@@ -107,8 +107,8 @@ func runStackAndSignal(ctx context.Context, t *testing.T, viaMake bool, signals 
 			t.Fatalf("stack not up within 4m:\n%s", out.String())
 		}
 	}
-	if n := len(processesNaming(engineAddr)); n < 7 {
-		t.Fatalf("%d processes name %s, want the 7 services:\n%s", n, engineAddr, out.String())
+	if n := len(processesNaming(engineAddr)); n < 8 {
+		t.Fatalf("%d processes name %s, want the 8 services:\n%s", n, engineAddr, out.String())
 	}
 	checkStackServesTLS(t, engineAddr, dataDir)
 	for _, sig := range signals {

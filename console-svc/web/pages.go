@@ -154,16 +154,18 @@ func (s *Server) loadRun(r *http.Request, id string, p identity.Person) (*runDat
 			}
 		}
 	}
-	add("completed", rs.GetCompletedSteps())
-	add("failed", rs.GetFailedSteps())
-	add("in progress", rs.GetInProgressSteps())
-	add("skipped", rs.GetSkippedSteps())
-	add("defaulted", rs.GetDefaultedSteps())
+	// The gated step first: the engine also lists it in progress (or
+	// completed, its output recorded before the question opened).
 	if g := rs.GetPendingGate(); g != nil && !rs.GetTerminalState() {
 		add("waiting at its gate", []string{g.GetStepName()})
 		d.Gate = newGateView(id, g, p, s.o.Identity.EnforcesOwner())
 		d.Gate.Return = "/runs/" + id
 	}
+	add("completed", rs.GetCompletedSteps())
+	add("failed", rs.GetFailedSteps())
+	add("in progress", rs.GetInProgressSteps())
+	add("skipped", rs.GetSkippedSteps())
+	add("defaulted", rs.GetDefaultedSteps())
 	if x := rs.GetExtra(); x != nil {
 		if h, ok := x.GetFields()["run_health"]; ok {
 			for _, v := range h.GetListValue().GetValues() {
