@@ -6,7 +6,7 @@
 //	console-svc [--addr 127.0.0.1:8070] [--engine-addr 127.0.0.1:7070]
 //	            [--dev [--dev-user NAME]]
 //	            [--identity-header X-Forwarded-User --trusted-proxy 10.0.0.0/8,…]
-//	            [--poll 2s] [--tls-cert … --tls-key … --tls-ca …]
+//	            [--poll 2s] [--metrics-addr ADDR] [--tls-cert … --tls-key … --tls-ca …]
 //
 // Sign-in: --dev serves loopback only, with no sign-in (every page says so);
 // otherwise a reverse proxy that signs people in names them in
@@ -33,6 +33,7 @@ import (
 	"github.com/realm-go/realm/console-svc/web"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/metrics"
 	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/tracing"
 )
@@ -52,6 +53,7 @@ func main() {
 // config is the parsed command line.
 type config struct {
 	addr, engineAddr string
+	metricsAddr      string
 	source           identity.Source
 	poll             time.Duration
 	tls              mtls.Files
@@ -71,6 +73,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*config
 	c := &config{}
 	fs.StringVar(&c.addr, "addr", envOr("REALM_CONSOLE_LISTEN", "127.0.0.1:8070"), "HTTP listen address (env REALM_CONSOLE_LISTEN)")
 	fs.StringVar(&c.engineAddr, "engine-addr", envOr(client.EngineAddrEnv, client.DefaultEngineAddr), "engine-svc gRPC address (host:port, or a comma-separated list of replicas) (env "+client.EngineAddrEnv+")")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics on this address, apart from the pages (empty: off) (env REALM_METRICS_LISTEN)")
 	dev := fs.Bool("dev", false, "no sign-in, loopback only (local development) (env REALM_DEV=1)")
 	devUser := fs.String("dev-user", envOr("USER", "developer"), "in dev mode, the name answers are recorded under (env USER)")
 	header := fs.String("identity-header", getenv("REALM_CONSOLE_IDENTITY_HEADER"), "the header in which a trusted reverse proxy names the signed-in person, e.g. X-Forwarded-User (env REALM_CONSOLE_IDENTITY_HEADER)")
@@ -151,7 +154,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("%s%w", logPrefix, err)
 	}
-	conn, err := client.NewConn(c.engineAddr, tracing.ClientHandler(), transport)
+	reg := metrics.NewRegistry()
+	conn, err := client.NewConn(c.engineAddr, append(metrics.GRPCClient(reg), tracing.ClientHandler(), transport)...)
 	if err != nil {
 		return fmt.Errorf("%sengine-svc address %s: %w", logPrefix, c.engineAddr, err)
 	}
@@ -164,10 +168,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("%s%w", logPrefix, err)
 	}
-	hs := &http.Server{Handler: tracing.Handler("console", srv.Handler()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	hs := &http.Server{Handler: metrics.HTTP(reg, "console", tracing.Handler("console", srv.Handler())), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		// Requests' contexts end with ctx, so a stop ends the event
 		// streams rather than waiting them out.
 		BaseContext: func(net.Listener) context.Context { return ctx }}
+	// /metrics has its own listener, never the pages' port: what the
+	// counters tell is not for every person.
+	msrv, err := metrics.Serve(ctx, log, c.metricsAddr, reg)
+	if err != nil {
+		lis.Close()
+		return fmt.Errorf("%s%w", logPrefix, err)
+	}
+	if msrv != nil {
+		defer func() { _ = msrv.Wait() }()
+		fmt.Fprintf(stdout, "%sPrometheus metrics on http://%s/metrics\n", logPrefix, msrv.Addr())
+	}
 	fmt.Fprintf(stdout, "%sserving http://%s — %s\n", logPrefix, lis.Addr(), c.source.Mode())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(lis) }()
