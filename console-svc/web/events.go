@@ -104,7 +104,7 @@ func (s *Server) runFingerprint(ctx context.Context, id string) (string, error) 
 // gatesFingerprint names the runs at a gate on the inbox's first page and
 // when each gate opened: a gate answered, expired or opened changes it.
 func (s *Server) gatesFingerprint(ctx context.Context) (string, error) {
-	resp, err := s.o.Engine.ListRuns(ctx, &realmv1.ListRunsRequest{Phase: realmv1.RunPhase_RUN_PHASE_GATE_WAITING, Limit: s.o.PageSize})
+	resp, err := s.o.Engine.ListRuns(ctx, &realmv1.ListRunsRequest{OpenGates: true, Limit: s.o.PageSize})
 	if err != nil {
 		return "", err
 	}

@@ -228,8 +228,9 @@ type gatesData struct {
 	Next  string
 }
 
-// gates is the inbox: the runs at a gate, a page at a time (ListRuns by
-// phase gate_waiting), each with its open gate read from the run's state.
+// gates is the inbox: the runs at a gate, newest gate first, a page at a
+// time from the engine's index of open gates (ListRuns open_gates), each
+// with its open gate read from the run's state.
 func (s *Server) gates(w http.ResponseWriter, r *http.Request, p identity.Person) {
 	pg := page{Title: "Gates", Person: p, Events: "view=gates", Notice: r.URL.Query().Get("notice"), Error: r.URL.Query().Get("refused")}
 	d, err := s.loadGates(r, p, r.URL.Query().Get("page"))
@@ -245,7 +246,7 @@ func (s *Server) gates(w http.ResponseWriter, r *http.Request, p identity.Person
 func (s *Server) loadGates(r *http.Request, p identity.Person, token string) (*gatesData, error) {
 	ctx, cancel := s.call(r)
 	defer cancel()
-	resp, err := s.o.Engine.ListRuns(ctx, &realmv1.ListRunsRequest{Phase: realmv1.RunPhase_RUN_PHASE_GATE_WAITING, Limit: s.o.PageSize, PageToken: token})
+	resp, err := s.o.Engine.ListRuns(ctx, &realmv1.ListRunsRequest{OpenGates: true, Limit: s.o.PageSize, PageToken: token})
 	if err != nil {
 		return nil, fmt.Errorf("The engine did not list the open gates: %s", grpcMessage(err))
 	}
