@@ -26,6 +26,8 @@ type Person struct {
 type Refusal struct {
 	Status int
 	Msg    string
+	// Login, when set, is where a page load is sent to sign in instead.
+	Login string
 }
 
 func (r *Refusal) Error() string { return r.Msg }

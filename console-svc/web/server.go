@@ -96,6 +96,10 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /gates", s.person(s.gates))
 	mux.Handle("POST /runs/{run}/gates/{gate}", s.person(s.answer))
 	mux.Handle("GET /events", s.person(s.events))
+	// A sign-in with routes of its own (OIDC's login and callback).
+	if r, ok := s.o.Identity.(interface{ Register(*http.ServeMux) }); ok {
+		r.Register(mux)
+	}
 	// A browser's cross-site POST carries Sec-Fetch-Site or an Origin of
 	// another site: refused, so another page cannot answer a gate in the
 	// signed-in person's name.
@@ -126,6 +130,10 @@ func (s *Server) person(h personHandler) http.Handler {
 			var ref *identity.Refusal
 			if !errors.As(err, &ref) {
 				ref = &identity.Refusal{Status: http.StatusForbidden, Msg: err.Error()}
+			}
+			if ref.Login != "" && r.Method == http.MethodGet && r.URL.Path != "/events" {
+				http.Redirect(w, r, ref.Login, http.StatusSeeOther)
+				return
 			}
 			s.render(w, ref.Status, "refused", page{Title: "Refused", Error: ref.Msg})
 			return

@@ -6,16 +6,21 @@
 //	console-svc [--addr 127.0.0.1:8070] [--engine-addr 127.0.0.1:7070]
 //	            [--dev [--dev-user NAME]]
 //	            [--identity-header X-Forwarded-User --trusted-proxy 10.0.0.0/8,…]
+//	            [--oidc-issuer URL --oidc-client-id ID --oidc-redirect-url URL/auth/callback [--oidc-claim email]]
 //	            [--poll 2s] [--metrics-addr ADDR] [--tls-cert … --tls-key … --tls-ca …]
 //
 // Sign-in: --dev serves loopback only, with no sign-in (every page says so);
-// otherwise a reverse proxy that signs people in names them in
-// --identity-header, believed only from --trusted-proxy networks. OIDC sign-in
-// in the console itself is not built yet: the --oidc-* flags are refused.
+// otherwise OpenID Connect (--oidc-*: the console signs people in with the
+// provider and keeps who they are in a cookie signed with
+// REALM_CONSOLE_SESSION_KEY), or a reverse proxy that signs people in and
+// names them in --identity-header, believed only from --trusted-proxy
+// networks.
 package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -55,8 +60,11 @@ type config struct {
 	addr, engineAddr string
 	metricsAddr      string
 	source           identity.Source
-	poll             time.Duration
-	tls              mtls.Files
+	// oidc, when set, is the source to build at start (it reads the
+	// provider's discovery document).
+	oidc *identity.OIDCConfig
+	poll time.Duration
+	tls  mtls.Files
 }
 
 // parse reads the flags and refuses every combination the console would
@@ -79,10 +87,12 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*config
 	header := fs.String("identity-header", getenv("REALM_CONSOLE_IDENTITY_HEADER"), "the header in which a trusted reverse proxy names the signed-in person, e.g. X-Forwarded-User (env REALM_CONSOLE_IDENTITY_HEADER)")
 	proxies := fs.String("trusted-proxy", getenv("REALM_CONSOLE_TRUSTED_PROXY"), "comma-separated networks (CIDR) the reverse proxy calls from; the identity header is believed only from them (env REALM_CONSOLE_TRUSTED_PROXY)")
 	fs.DurationVar(&c.poll, "poll", 2*time.Second, "how often an open page asks engine-svc whether what it shows has changed")
-	var oidc [4]string
-	for i, name := range []string{"oidc-issuer", "oidc-client-id", "oidc-client-secret", "oidc-redirect-url"} {
-		fs.StringVar(&oidc[i], name, "", "not built yet: refused (use --identity-header behind a signing-in proxy)")
-	}
+	var oc identity.OIDCConfig
+	fs.StringVar(&oc.Issuer, "oidc-issuer", getenv("REALM_CONSOLE_OIDC_ISSUER"), "sign people in with this OpenID Connect issuer (env REALM_CONSOLE_OIDC_ISSUER)")
+	fs.StringVar(&oc.ClientID, "oidc-client-id", getenv("REALM_CONSOLE_OIDC_CLIENT_ID"), "the console's client id at the issuer (env REALM_CONSOLE_OIDC_CLIENT_ID)")
+	fs.StringVar(&oc.ClientSecret, "oidc-client-secret", getenv("REALM_CONSOLE_OIDC_CLIENT_SECRET"), "its client secret; prefer the env REALM_CONSOLE_OIDC_CLIENT_SECRET")
+	fs.StringVar(&oc.RedirectURL, "oidc-redirect-url", getenv("REALM_CONSOLE_OIDC_REDIRECT_URL"), "this console's https://…/auth/callback as registered at the issuer (env REALM_CONSOLE_OIDC_REDIRECT_URL)")
+	fs.StringVar(&oc.Claim, "oidc-claim", envOr("REALM_CONSOLE_OIDC_CLAIM", "email"), "the ID token claim that names the person (env REALM_CONSOLE_OIDC_CLAIM)")
 	c.tls.RegisterFlags(fs, false, getenv)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -90,16 +100,27 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*config
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("console-svc takes no arguments (got %q)", fs.Args())
 	}
-	for _, v := range oidc {
-		if v != "" {
-			return nil, errors.New("the --oidc-* flags are refused: console-svc does not sign people in with OIDC itself yet; put it behind a reverse proxy that does (oauth2-proxy, an ingress's auth) and name its header with --identity-header and its address with --trusted-proxy")
-		}
-	}
 	if c.poll < 200*time.Millisecond {
 		return nil, fmt.Errorf("--poll %s is too short: each open page asks engine-svc once per interval; give 200ms or more", c.poll)
 	}
 	isDev := *dev || getenv("REALM_DEV") == "1"
+	oidcSet := oc.Issuer != "" || oc.ClientID != "" || oc.RedirectURL != "" || oc.ClientSecret != ""
 	switch {
+	case oidcSet && (isDev || *header != ""):
+		return nil, errors.New("--oidc-* and --dev or --identity-header contradict each other: give one way to sign people in")
+	case oidcSet:
+		if oc.Issuer == "" || oc.ClientID == "" || oc.RedirectURL == "" {
+			return nil, errors.New("OIDC sign-in needs --oidc-issuer, --oidc-client-id and --oidc-redirect-url")
+		}
+		if *proxies != "" {
+			return nil, errors.New("--trusted-proxy means nothing with OIDC sign-in (the console signs people in itself); leave it out")
+		}
+		key, err := sessionKey(getenv("REALM_CONSOLE_SESSION_KEY"))
+		if err != nil {
+			return nil, err
+		}
+		oc.SessionKey = key
+		c.oidc = &oc
 	case isDev && *header != "":
 		return nil, errors.New("--dev and --identity-header contradict each other: dev mode has no sign-in; give one")
 	case isDev:
@@ -120,7 +141,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*config
 		}
 		c.source = identity.Proxy{Header: http.CanonicalHeaderKey(*header), Trusted: nets}
 	default:
-		return nil, errors.New("say how people sign in: --dev (loopback only, no sign-in) or --identity-header with --trusted-proxy (a reverse proxy that signs them in)")
+		return nil, errors.New("say how people sign in: --dev (loopback only, no sign-in), --oidc-issuer with its client (OpenID Connect), or --identity-header with --trusted-proxy (a reverse proxy that signs them in)")
 	}
 	if _, ok := c.source.(identity.Dev); ok {
 		host, _, err := net.SplitHostPort(c.addr)
@@ -143,6 +164,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("%s%w", logPrefix, err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if c.oidc != nil {
+		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		src, err := identity.NewOIDC(dctx, *c.oidc)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s%w", logPrefix, err)
+		}
+		c.source = src
+	}
 	shutdownTracing, err := tracing.Setup(ctx, "console-svc")
 	if err != nil {
 		return fmt.Errorf("%s%w", logPrefix, err)
@@ -200,4 +230,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	<-errc
 	return nil
+}
+
+// sessionKey is REALM_CONSOLE_SESSION_KEY (base64, at least 32 bytes):
+// replicas that share it share sign-ins. Without it the key is this
+// process's own, made at start, and the log says what that costs.
+func sessionKey(v string) ([]byte, error) {
+	if v == "" {
+		k := make([]byte, 32)
+		if _, err := rand.Read(k); err != nil {
+			return nil, err
+		}
+		fmt.Fprintln(os.Stderr, logPrefix+"no REALM_CONSOLE_SESSION_KEY: sign-ins are signed with a key of this process's own, so they end when it stops and other replicas do not accept them")
+		return k, nil
+	}
+	k, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(k) < 32 {
+		return nil, errors.New("REALM_CONSOLE_SESSION_KEY must be at least 32 random bytes, base64 (openssl rand -base64 32)")
+	}
+	return k, nil
 }

@@ -18,7 +18,10 @@ func TestFlagsTheConsoleWouldNotActOnAreRefused(t *testing.T) {
 		{"dev mode on loopback", []string{"--dev"}, ""},
 		{"the proxy header with its networks", []string{"--addr", "0.0.0.0:8070", "--identity-header", "X-Forwarded-User", "--trusted-proxy", "10.0.0.0/8"}, ""},
 		{"no way to sign in", nil, "say how people sign in"},
-		{"OIDC is not built: refused, never ignored", []string{"--dev", "--oidc-issuer", "https://accounts.example"}, "the --oidc-* flags are refused"},
+		{"OIDC with its client", []string{"--oidc-issuer", "https://accounts.example", "--oidc-client-id", "console", "--oidc-redirect-url", "https://console.example/auth/callback"}, ""},
+		{"OIDC without its client", []string{"--oidc-issuer", "https://accounts.example"}, "needs --oidc-issuer, --oidc-client-id and --oidc-redirect-url"},
+		{"OIDC and dev mode", []string{"--dev", "--oidc-issuer", "https://accounts.example"}, "contradict each other"},
+		{"OIDC with trusted networks", []string{"--oidc-issuer", "i", "--oidc-client-id", "c", "--oidc-redirect-url", "https://c/auth/callback", "--trusted-proxy", "10.0.0.0/8"}, "means nothing with OIDC"},
 		{"the header without trusted networks", []string{"--identity-header", "X-Forwarded-User"}, "needs --trusted-proxy"},
 		{"dev mode on another address", []string{"--dev", "--addr", "0.0.0.0:8070"}, "is not a loopback address"},
 		{"dev mode with a header", []string{"--dev", "--identity-header", "X-Forwarded-User"}, "contradict each other"},
@@ -31,7 +34,7 @@ func TestFlagsTheConsoleWouldNotActOnAreRefused(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if c.source == nil {
+				if c.source == nil && c.oidc == nil {
 					t.Fatal("no identity source")
 				}
 				return
