@@ -32,6 +32,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ identity.Perso
 		http.Error(w, "An event stream follows a run (?run=ID) or the gates inbox (?view=gates).", http.StatusBadRequest)
 		return
 	}
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

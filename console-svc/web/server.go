@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -48,7 +49,13 @@ type Options struct {
 type Server struct {
 	o    Options
 	tmpl map[string]*template.Template
+	// streams counts the event streams open now: each polls the engine,
+	// so a leak would show here (and in /metrics).
+	streams atomic.Int64
 }
+
+// Streams is how many event streams are open.
+func (s *Server) Streams() int64 { return s.streams.Load() }
 
 // New builds the console.
 func New(o Options) (*Server, error) {

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/realm-go/realm/console-svc/identity"
+	"github.com/realm-go/realm/console-svc/web"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -258,5 +260,35 @@ func TestEventsSayChangedWhenAnotherDoorAnswers(t *testing.T) {
 			}
 			t.Fatalf("no changed event before the deadline: %v", lines.Err())
 		})
+	}
+}
+
+// An event stream's polling lives in its request: when the browser leaves,
+// the stream ends and stops asking the engine.
+func TestAnEventStreamEndsWhenTheBrowserLeaves(t *testing.T) {
+	eng := startEngine(t)
+	s, err := web.New(web.Options{Engine: eng, Identity: identity.Dev{Name: "dev"}, Poll: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/events?view=gates", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Streams(); n != 1 {
+		t.Fatalf("%d streams open while the browser reads, want 1", n)
+	}
+	cancel()
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Streams() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d streams still open 10s after the browser left", s.Streams())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

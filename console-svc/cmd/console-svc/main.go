@@ -34,6 +34,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/realm-go/realm/console-svc/identity"
 	"github.com/realm-go/realm/console-svc/web"
 	"github.com/realm-go/realm/pkg/client"
@@ -194,6 +196,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "realm_console_event_streams", Help: "Event streams open now; each asks engine-svc once per --poll.",
+	}, func() float64 { return float64(srv.Streams()) }))
 	lis, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("%s%w", logPrefix, err)
