@@ -32,14 +32,20 @@ func testCtx(t testing.TB) context.Context {
 // test workflows.
 func startEngine(t testing.TB) realmv1.EngineServiceClient {
 	t.Helper()
-	addr := enginetest.Start(t, "miniredis")
+	return startEngineWith(t, enginetest.Options{})
+}
+
+// startEngineWith is startEngine with the engine's options (its clock).
+func startEngineWith(t testing.TB, o enginetest.Options) realmv1.EngineServiceClient {
+	t.Helper()
+	addr := enginetest.StartWith(t, "miniredis", o)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	eng := realmv1.NewEngineServiceClient(conn)
-	for _, name := range []string{"payout", "review"} {
+	for _, name := range []string{"payout", "review", "expiring"} {
 		y, err := os.ReadFile(filepath.Join("testdata", name+".yaml"))
 		if err != nil {
 			t.Fatal(err)

@@ -10,11 +10,13 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/realm-go/realm/console-svc/identity"
 	"github.com/realm-go/realm/console-svc/web"
+	"github.com/realm-go/realm/engine-svc/enginetest"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
 
@@ -291,4 +293,44 @@ func TestAnEventStreamEndsWhenTheBrowserLeaves(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A gate whose time runs out is carried out by the engine's expiry timer
+// (here the timer's call, AdvanceRun expiry_timer, once the clock has
+// passed the deadline): the inbox's stream says changed and the gate is
+// gone from the page.
+func TestEventsSayChangedWhenAGateExpires(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Now().UnixMilli())
+	eng := startEngineWith(t, enginetest.Options{Clock: func() time.Time { return time.UnixMilli(now.Load()) }})
+	ts := startConsole(t, eng, identity.Dev{Name: "dev"}, 20*time.Millisecond)
+	run := startRun(t, eng, "expiring", nil)
+	if _, body := get(t, ts.URL+"/gates", ""); !strings.Contains(body, "Ship the order?") {
+		t.Fatalf("the open gate is not in the inbox:\n%s", body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/events?view=gates", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	lines.Scan() // retry:
+
+	now.Add((61 * time.Second).Milliseconds())
+	adv, err := eng.AdvanceRun(testCtx(t), &realmv1.AdvanceRunRequest{RunId: run, ExpiryTimer: true, Caller: &realmv1.Caller{By: "timer", BySource: "stated"}})
+	if err != nil || adv.GetReply().GetExpiryEnactedVia() == "" {
+		t.Fatalf("the expiry was not carried out: %v %v", err, adv.GetReply().GetErrors())
+	}
+	for lines.Scan() {
+		if lines.Text() == "event: changed" {
+			if _, body := get(t, ts.URL+"/gates", ""); strings.Contains(body, "Ship the order?") || !strings.Contains(body, `id="no-gates"`) {
+				t.Fatalf("the expired gate is still in the inbox:\n%s", body)
+			}
+			return
+		}
+	}
+	t.Fatalf("no changed event before the deadline: %v", lines.Err())
 }
