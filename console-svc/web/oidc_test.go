@@ -154,6 +154,30 @@ func TestOIDCSignsInWithTheProviderAndOnlyTheOwnerAnswers(t *testing.T) {
 		}
 	})
 
+	t.Run("signing out ends the session", func(t *testing.T) {
+		prov.signInAs("finance")
+		c := browser()
+		if _, body := page(c, "/gates"); !strings.Contains(body, `id="signout"`) {
+			t.Fatalf("no sign-out button:\n%s", body)
+		}
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/auth/logout", nil)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		resp, err = c.Get(ts.URL + "/gates")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/auth/login") {
+			t.Fatalf("after signing out /gates got %d %s, want a redirect to sign in", resp.StatusCode, resp.Header.Get("Location"))
+		}
+	})
+
 	t.Run("a non-owner signed in by the provider is refused", func(t *testing.T) {
 		other := startRun(t, eng, "payout", map[string]any{"amount": 5, "payee": "ACME"})
 		prov.signInAs("mallory@example.com")

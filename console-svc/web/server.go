@@ -158,13 +158,17 @@ type page struct {
 	Events string
 	Error  string
 	Notice string
-	Data   any
+	// SignOut shows the sign-out button (a sign-in the console keeps).
+	SignOut bool
+	Data    any
 }
 
 func (s *Server) render(w http.ResponseWriter, code int, name string, p page) {
 	if p.Mode == "" {
 		p.Mode = s.o.Identity.Mode()
 	}
+	_, p.SignOut = s.o.Identity.(interface{ Register(*http.ServeMux) })
+	p.SignOut = p.SignOut && p.Person.Name != ""
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
