@@ -77,6 +77,9 @@ var binaries = []binary{
 	{name: "listen-svc", cmd: "listen-svc/cmd/listen-svc", workload: "listen-svc", listenFlag: "addr", defaultListen: "127.0.0.1:8090", port: 8090,
 		fixedGrace: 10 * time.Second, graceSource: regexp.MustCompile(`Serve\(lis, .*, stop, log, 10\*time\.Second\)`), readyPath: "/healthz", livePath: "/healthz",
 		metricsPort: 8090},
+	{name: "console-svc", cmd: "console-svc/cmd/console-svc", workload: "console-svc", listenFlag: "addr", defaultListen: "127.0.0.1:8070", port: 8070,
+		fixedGrace: 10 * time.Second, graceSource: regexp.MustCompile(`context\.WithTimeout\(context\.Background\(\), 10\*time\.Second\)`), readyPath: "/healthz", livePath: "/healthz",
+		metricsFlag: "metrics-addr", metricsPort: 9090},
 	{name: "example-runner", cmd: "services/example-runner/cmd/example-runner", workload: "runner-examples", listenFlag: "listen", defaultListen: "127.0.0.1:0", port: 7072, graceFlag: "shutdown-timeout"},
 }
 

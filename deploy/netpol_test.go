@@ -73,15 +73,16 @@ const (
 //
 //	mcp-svc, listen-svc -> engine-svc:7070   (front doors)
 //	listen-svc          -> agent-svc:7071
+//	console-svc         -> engine-svc:7070   (the web console)
 //	agent-svc           -> engine-svc:7070, providers 443
 //	engine-svc          -> every runner:7072
 //	runners             -> engine-svc:7070   (the registry)
 //	runner-adapter      -> external 443      (if rendered)
 //	engine-svc, agent-svc, listen-svc -> Redis (dev: the redis StatefulSet
 //	                       on 6379; prod: an external address on 6379, 6380, 26379)
-//	ingress controller  -> mcp-svc:8080, listen-svc:8090
+//	ingress controller  -> mcp-svc:8080, listen-svc:8090, console-svc:8070
 //	monitoring          -> each metrics port (engine-svc, agent-svc,
-//	                       mcp-svc 9090; listen-svc 8090)
+//	                       mcp-svc, console-svc 9090; listen-svc 8090)
 //	every pod           -> DNS (53 UDP and TCP, any peer)
 //	every traced workload -> observability 4317, 4318 (only in the overlays
 //	                       of tracedOverlays, which list components/otlp)
@@ -96,6 +97,7 @@ func intendedEdges(r *rendered) []netEdge {
 	call("mcp-svc", "engine-svc", "7070/TCP")
 	call("listen-svc", "engine-svc", "7070/TCP")
 	call("listen-svc", "agent-svc", "7071/TCP")
+	call("console-svc", "engine-svc", "7070/TCP")
 	call("agent-svc", "engine-svc", "7070/TCP")
 	for _, ip := range []string{peerPublicV4, peerPublicV6} {
 		egress("agent-svc", ip, "443/TCP")
@@ -123,10 +125,12 @@ func intendedEdges(r *rendered) []netEdge {
 	}
 	ingress(peerIngressController, "mcp-svc", "8080/TCP")
 	ingress(peerIngressController, "listen-svc", "8090/TCP")
+	ingress(peerIngressController, "console-svc", "8070/TCP")
 	ingress(peerMonitoring, "engine-svc", "9090/TCP")
 	ingress(peerMonitoring, "agent-svc", "9090/TCP")
 	ingress(peerMonitoring, "mcp-svc", "9090/TCP")
 	ingress(peerMonitoring, "listen-svc", "8090/TCP")
+	ingress(peerMonitoring, "console-svc", "9090/TCP")
 	for _, w := range r.workloads() {
 		egress(w.name, peerAny, "53/UDP")
 		egress(w.name, peerAny, "53/TCP")

@@ -27,7 +27,7 @@ var operatorSecrets = map[string][]string{
 
 // frontServices are the services every overlay runs, each with a
 // Deployment, a Service and a ConfigMap of its own.
-var frontServices = []string{"engine-svc", "mcp-svc", "agent-svc", "listen-svc"}
+var frontServices = []string{"engine-svc", "mcp-svc", "agent-svc", "listen-svc", "console-svc"}
 
 // forEachOverlay renders every overlay once and runs check on it.
 func forEachOverlay(t *testing.T, check func(t *testing.T, r *rendered)) {

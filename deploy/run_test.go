@@ -20,7 +20,7 @@ import (
 // then scripts/run.sh on the binaries it built) on free ports, so a
 // developer's own stack is left alone, signals it, and checks that no
 // process it started is left and that every port it listened on is free.
-// The cases run one after another: each stack is seven processes.
+// The cases run one after another: each stack is eight processes.
 func TestMakeRunStopsEveryServiceOnSignal(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Fatalf("make not found: %v", err)
@@ -47,7 +47,7 @@ func TestMakeRunStopsEveryServiceOnSignal(t *testing.T) {
 
 func runStackAndSignal(ctx context.Context, t *testing.T, viaMake bool, signals []syscall.Signal) {
 	t.Helper()
-	ports := freePorts(t, 9)
+	ports := freePorts(t, 10)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	engineAddr := addr(0)
 	dataDir := filepath.Join(t.TempDir(), "data")
@@ -62,6 +62,7 @@ func runStackAndSignal(ctx context.Context, t *testing.T, viaMake bool, signals 
 		"REALM_EXAMPLE_RUNNER_METRICS_ADDR="+addr(6),
 		"REALM_ADAPTER_RUNNER_METRICS_ADDR="+addr(7),
 		"REALM_MCP_METRICS_ADDR="+addr(8),
+		"REALM_CONSOLE_ADDR="+addr(9),
 		"REDIS_URL=",
 	)
 	var cmd *exec.Cmd
@@ -106,8 +107,8 @@ func runStackAndSignal(ctx context.Context, t *testing.T, viaMake bool, signals 
 			t.Fatalf("stack not up within 4m:\n%s", out.String())
 		}
 	}
-	if n := len(processesNaming(engineAddr)); n < 7 {
-		t.Fatalf("%d processes name %s, want the 7 services:\n%s", n, engineAddr, out.String())
+	if n := len(processesNaming(engineAddr)); n < 8 {
+		t.Fatalf("%d processes name %s, want the 8 services:\n%s", n, engineAddr, out.String())
 	}
 	checkStackServesTLS(t, engineAddr, dataDir)
 	for _, sig := range signals {

@@ -39,10 +39,11 @@ var tlsEnv = map[string]string{
 // serviceRoles is the role (the certificate's first organizationalUnit)
 // of each service; every runner's is "runner".
 var serviceRoles = map[string]string{
-	"engine-svc": "engine",
-	"mcp-svc":    "front-door",
-	"listen-svc": "front-door",
-	"agent-svc":  "front-door",
+	"engine-svc":  "engine",
+	"mcp-svc":     "front-door",
+	"listen-svc":  "front-door",
+	"console-svc": "front-door",
+	"agent-svc":   "front-door",
 }
 
 // operatorIssuers are the Issuers an overlay expects the platform to

@@ -8,6 +8,7 @@
 #   REALM_AGENT_ADDR   agent-svc's gRPC address    (default 127.0.0.1:7071)
 #   REALM_MCP_ADDR     mcp-svc's HTTP address      (default 127.0.0.1:8080)
 #   REALM_LISTEN_ADDR  listen-svc's HTTP address   (default 127.0.0.1:8090)
+#   REALM_CONSOLE_ADDR console-svc's HTTP address  (default 127.0.0.1:8070)
 #   REALM_{ENGINE,AGENT,MCP,EXAMPLE_RUNNER,ADAPTER_RUNNER}_METRICS_ADDR
 #                      the /metrics ports          (default 127.0.0.1:9090-9093)
 #   REALM_RUN_SKIP_BUILD=1 uses the binaries already in bin/ (tests)
@@ -171,6 +172,12 @@ export REALM_LISTEN_MODEL=${REALM_LISTEN_MODEL:-claude-sonnet-4-5}
 tls listen-svc
 start listen-svc --addr "$LISTEN_ADDR" --engine-addr "$ENGINE_ADDR" --agent-addr "$AGENT_ADDR" "${TLS[@]}"
 
+# The web console, in dev mode: loopback only, no sign-in (every page says
+# so); answers are recorded under $USER.
+CONSOLE_ADDR=${REALM_CONSOLE_ADDR:-127.0.0.1:8070}
+tls console-svc
+start console-svc --addr "$CONSOLE_ADDR" --engine-addr "$ENGINE_ADDR" --dev "${TLS[@]}"
+
 shopt -s nullglob
 for wf in examples/*.yaml examples/*/workflow.yaml; do
 	realm workflow register "$wf" || echo "(not registered: $wf)"
@@ -182,6 +189,7 @@ echo "Realm is running (store: $DATA_DIR). Front doors:"
 echo "  engine-svc (gRPC): $ENGINE_ADDR"
 echo "  mcp-svc (MCP, streamable HTTP): http://$MCP_ADDR/mcp (dev mode: no token)"
 echo "  agent-svc (gRPC): $AGENT_ADDR"
+echo "  console-svc (web console): http://$CONSOLE_ADDR (dev mode: loopback only, no sign-in)"
 echo "  listen-svc (webhooks): http://$LISTEN_ADDR  (examples/github-issues.yaml at /hooks/github-issues, secret \$REALM_WEBHOOK_SECRET)"
 echo "  example-runner: handlers for examples/orders.yaml (registered with engine-svc)"
 echo "  go-runner: handlers for examples/go-runner/workflow.yaml (a runner module of its own)"

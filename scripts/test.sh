@@ -3,7 +3,9 @@
 # Redis is started on 127.0.0.1:6379 if nothing answers there (and installed
 # from the distribution's packages if it is missing), unless REDIS_URL
 # already names one; a three-master Redis Cluster on 127.0.0.1:7001-7003
-# likewise (scripts/redis-cluster.sh), unless REDIS_CLUSTER_ADDRS names one. Extra arguments go to `go test` (make bench uses this).
+# likewise (scripts/redis-cluster.sh), unless REDIS_CLUSTER_ADDRS names one;
+# and Chromium for the console's browser tests (scripts/chromium.sh), unless
+# CHROMIUM names one. Extra arguments go to `go test` (make bench uses this).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$(repo_root)"
@@ -62,6 +64,14 @@ if [[ -z "${REDIS_CLUSTER_ADDRS:-}" ]]; then
 else
 	echo "redis cluster: using REDIS_CLUSTER_ADDRS=$REDIS_CLUSTER_ADDRS"
 fi
+
+# The console's browser tests (console-svc/web) drive headless Chromium:
+# Debian's chromium package is installed when there is none, as Redis is.
+if [[ -z "${CHROMIUM:-}" ]]; then
+	CHROMIUM=$("$(dirname "$0")/chromium.sh")
+	export CHROMIUM
+fi
+echo "chromium: $CHROMIUM"
 
 mapfile -t patterns < <(module_patterns)
 log=$(mktemp)

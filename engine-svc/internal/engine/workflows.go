@@ -268,9 +268,10 @@ func toAny(xs []string) []any {
 	return out
 }
 
-// ListRuns pages through the run index, newest first; with stuck it lists
+// ListRuns pages through the run index, newest first; with open_gates
+// through the index of open gates, newest gate first; with stuck it lists
 // the runs a health finding selects, read from the timer indexes the commit
-// script keeps, so neither form loads every run.
+// script keeps, so no form loads every run.
 func (e *Engine) ListRuns(ctx context.Context, req *realmv1.ListRunsRequest) (*realmv1.ListRunsResponse, error) {
 	if req.GetStuck() {
 		return e.listStuck(ctx, req)
@@ -281,8 +282,12 @@ func (e *Engine) ListRuns(ctx context.Context, req *realmv1.ListRunsRequest) (*r
 	}
 	resp := &realmv1.ListRunsResponse{}
 	cursor := req.GetPageToken()
+	index := store.IndexRuns
+	if req.GetOpenGates() {
+		index = store.IndexOpenGates
+	}
 	for len(resp.Runs) < limit {
-		page, err := e.st.ListRuns(ctx, store.ListFilter{Limit: limit, Cursor: cursor})
+		page, err := e.st.ListRuns(ctx, store.ListFilter{Limit: limit, Cursor: cursor, Index: index})
 		if err != nil {
 			return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to list runs: "+err.Error())
 		}
@@ -296,6 +301,9 @@ func (e *Engine) ListRuns(ctx context.Context, req *realmv1.ListRunsRequest) (*r
 			}
 			if req.GetPhase() != realmv1.RunPhase_RUN_PHASE_UNSPECIFIED && phaseEnum(t.run.Phase()) != req.GetPhase() {
 				continue
+			}
+			if req.GetOpenGates() && (t.run.PendingGate == nil || t.run.Terminal()) {
+				continue // answered between the index read and this one
 			}
 			resp.Runs = append(resp.Runs, t.summary())
 		}

@@ -154,6 +154,14 @@ func (s *Server) AbandonRun(ctx context.Context, req *realmv1.AbandonRunRequest)
 }
 
 func (s *Server) ListRuns(ctx context.Context, req *realmv1.ListRunsRequest) (*realmv1.ListRunsResponse, error) {
+	if req.GetOpenGates() {
+		if req.GetStuck() {
+			return nil, status.Error(codes.InvalidArgument, "open_gates and stuck read different indexes; ask for one")
+		}
+		if p := req.GetPhase(); p != realmv1.RunPhase_RUN_PHASE_UNSPECIFIED && p != realmv1.RunPhase_RUN_PHASE_GATE_WAITING {
+			return nil, status.Errorf(codes.InvalidArgument, "open_gates lists runs at a gate (phase gate_waiting), not phase %s", p)
+		}
+	}
 	resp, err := s.e.ListRuns(ctx, req)
 	return resp, grpcErr(err)
 }

@@ -56,12 +56,19 @@ func (r *Redis) ListRuns(ctx context.Context, f ListFilter) (*RunPage, error) {
 
 	// One more than a page per bucket: a bucket that returns fewer is
 	// exhausted, so "more than limit in total" is exactly "there is a next page".
+	index := f.Index
+	if index == "" {
+		index = IndexRuns
+	}
+	if err := validName(index); err != nil {
+		return nil, err
+	}
 	fetch := int64(limit + 1)
 	older := make([]*redis.ZSliceCmd, r.buckets)
 	ties := make([]*redis.ZSliceCmd, r.buckets)
 	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for b := 0; b < r.buckets; b++ {
-			key := r.IndexKey(b, IndexRuns)
+			key := r.IndexKey(b, index)
 			if after == nil {
 				older[b] = p.ZRevRangeWithScores(ctx, key, 0, fetch-1)
 				continue

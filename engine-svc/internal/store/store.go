@@ -102,9 +102,12 @@ const (
 	// IndexGateDeadlines holds every open gate's time limit, with an
 	// on_expiry or not: where the stuck listing finds gates past their time.
 	IndexGateDeadlines = "gate_deadlines"
-	IndexActivity      = "activity"   // last write of an open run
-	IndexFinalizers    = "finalizers" // an ended run owing cleanup
-	IndexBlocked       = "blocked"    // an open run with a capability block
+	// IndexOpenGates holds every open run's open gate, scored by when it
+	// opened: where a gates inbox (ListRuns open_gates) pages from.
+	IndexOpenGates  = "open_gates"
+	IndexActivity   = "activity"   // last write of an open run
+	IndexFinalizers = "finalizers" // an ended run owing cleanup
+	IndexBlocked    = "blocked"    // an open run with a capability block
 )
 
 // IndexOp adds or removes a member of a bucket-level sorted set.
@@ -165,6 +168,9 @@ type RunPage struct {
 type ListFilter struct {
 	Limit  int
 	Cursor string
+	// Index is the run index paged through, newest score first (default
+	// IndexRuns, scored by creation).
+	Index string
 }
 
 // Store is the run and workflow store. Implementations: Redis (standalone

@@ -3027,8 +3027,12 @@ type ListRunsRequest struct {
 	OlderThanSeconds *int64 `protobuf:"varint,4,opt,name=older_than_seconds,json=olderThanSeconds,proto3,oneof" json:"older_than_seconds,omitempty"`
 	Limit            int32  `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
 	PageToken        string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// open_gates lists the runs waiting at a gate, newest gate first, paged
+	// from the index of open gates (not the run index filtered by phase): a
+	// gates inbox. With phase it must be gate_waiting; not with stuck.
+	OpenGates     bool `protobuf:"varint,7,opt,name=open_gates,json=openGates,proto3" json:"open_gates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRunsRequest) Reset() {
@@ -3101,6 +3105,13 @@ func (x *ListRunsRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListRunsRequest) GetOpenGates() bool {
+	if x != nil {
+		return x.OpenGates
+	}
+	return false
 }
 
 type RunSummary struct {
@@ -6184,7 +6195,7 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	" \x01(\x05R\x0efileLimitBytes\"o\n" +
 	"\x13AppendTraceResponse\x12-\n" +
 	"\x06counts\x18\x01 \x01(\v2\x15.realm.v1.TraceCountsR\x06counts\x12)\n" +
-	"\arefusal\x18\x02 \x01(\v2\x0f.realm.v1.ReplyR\arefusal\"\xf1\x01\n" +
+	"\arefusal\x18\x02 \x01(\v2\x0f.realm.v1.ReplyR\arefusal\"\x90\x02\n" +
 	"\x0fListRunsRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12(\n" +
@@ -6193,7 +6204,9 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x12older_than_seconds\x18\x04 \x01(\x03H\x00R\x10olderThanSeconds\x88\x01\x01\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\x05R\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x06 \x01(\tR\tpageTokenB\x15\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\x12\x1d\n" +
+	"\n" +
+	"open_gates\x18\a \x01(\bR\topenGatesB\x15\n" +
 	"\x13_older_than_seconds\"\x8d\x04\n" +
 	"\n" +
 	"RunSummary\x12\x15\n" +
