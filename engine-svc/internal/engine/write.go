@@ -382,6 +382,10 @@ func (t *txn) timerIndexes() []store.IndexOp {
 	if g := r.PendingGate; g != nil && g.ExpiresAt != "" && open {
 		expiry, hasExpiry, enacts = float64(record.ParseTime(g.ExpiresAt).UnixMilli()), true, g.OnExpiry != ""
 	}
+	opened, hasGate := 0.0, false
+	if g := r.PendingGate; g != nil && open {
+		opened, hasGate = float64(record.ParseTime(g.OpenedAt).UnixMilli()), true
+	}
 	finDue, owesCleanup := finalizersDue(r)
 	return []store.IndexOp{
 		set(store.IndexClaims, claim, open && hasClaim),
@@ -392,5 +396,6 @@ func (t *txn) timerIndexes() []store.IndexOp {
 		set(store.IndexActivity, float64(t.now.UnixMilli()), open),
 		set(store.IndexFinalizers, float64(finDue.UnixMilli()), !open && owesCleanup),
 		set(store.IndexBlocked, 0, open && len(r.CapabilityBlocks) > 0),
+		set(store.IndexGates, opened, hasGate),
 	}
 }

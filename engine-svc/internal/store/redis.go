@@ -146,7 +146,7 @@ func NewRedis(client redis.UniversalClient, opts Options) *Redis {
 	if r.now == nil {
 		r.now = time.Now
 	}
-	r.runIndexes = []string{IndexRuns, IndexExpiries, IndexClaims, IndexActivity, IndexFinalizers, IndexBlocked, IndexGateDeadlines}
+	r.runIndexes = []string{IndexRuns, IndexExpiries, IndexClaims, IndexActivity, IndexFinalizers, IndexBlocked, IndexGateDeadlines, IndexGates}
 	for _, ix := range opts.RunIndexes {
 		if ix != IndexRuns && validName(ix) == nil {
 			r.runIndexes = append(r.runIndexes, ix)

@@ -105,6 +105,12 @@ const (
 	IndexActivity      = "activity"   // last write of an open run
 	IndexFinalizers    = "finalizers" // an ended run owing cleanup
 	IndexBlocked       = "blocked"    // an open run with a capability block
+	// IndexGates holds every run with an open gate, scored by the gate's
+	// opened_at (ms). It is the gate outbox of notify-svc: it is set and
+	// cleared by the very write that opens or resolves the gate, so a
+	// notifier that scans it learns of every gate however it was opened,
+	// and of its end, with nothing lost between two writes.
+	IndexGates = "gates"
 )
 
 // IndexOp adds or removes a member of a bucket-level sorted set.
