@@ -66,7 +66,9 @@ func TestSlackGateResolvesSecretsAndDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lookup := func(name string) (string, bool) { return map[string]string{"SLACK_BOT_TOKEN": "xoxb-1"}[name], name == "SLACK_BOT_TOKEN" }
+	lookup := func(name string) (string, bool) {
+		return map[string]string{"SLACK_BOT_TOKEN": "xoxb-1"}[name], name == "SLACK_BOT_TOKEN"
+	}
 	g, err := f.SlackGate(lookup)
 	if err != nil {
 		t.Fatal(err)
