@@ -266,6 +266,14 @@ func (n *Notifier) open(ctx context.Context, run string, openedMS int64, now tim
 		n.o.Log.Warn("notify: the gate message could not be posted", "run_id", run, "gate_id", rec.GateID, "err", err)
 	}
 	rec.TS = ts
+	switch {
+	case err != nil:
+	case ts != "":
+		// The original's line for the post-only topology, once per gate.
+		n.o.Log.Info("  ℹ  Gate notification posted. Configure app_token (Socket Mode) or signing_secret + events_port (Events API) under notifiers.slack_gate in realm.yaml to resolve via Slack. Using terminal command fallback.", "run_id", run, "gate_id", rec.GateID)
+	case !n.o.Webhook:
+		n.o.Log.Info("  ℹ  Bidirectional Slack resolution unavailable (no thread anchor). Use terminal command shown above.", "run_id", run, "gate_id", rec.GateID)
+	}
 	var then []next
 	if ts != "" { // reminders and the escalation live in the thread
 		first := openedMS + n.o.ReminderInterval.Milliseconds()
