@@ -173,6 +173,7 @@ type record struct {
 	Max        int               `json:"max,omitempty"`
 	Sent       int               `json:"sent,omitempty"` // reminders posted
 	Resolution map[string]string `json:"resolution_messages,omitempty"`
+	Choices    []string          `json:"choices,omitempty"`
 }
 
 // runOne claims and runs one due job; done is true when none was due.
@@ -245,7 +246,7 @@ func (n *Notifier) open(ctx context.Context, run string, openedMS int64, now tim
 	if err != nil || g == nil {
 		return "", nil, err // gone before it was posted: nothing to say
 	}
-	rec := record{Run: run, GateID: g.GetGateId(), Step: g.GetStepName(), Owner: g.GetOwner(), OpenedMS: openedMS,
+	rec := record{Run: run, GateID: g.GetGateId(), Step: g.GetStepName(), Owner: g.GetOwner(), OpenedMS: openedMS, Choices: g.GetChoices(),
 		OnExpiry: g.GetOnExpiry(), EveryMS: int64(g.GetReminderSeconds()) * 1000, Max: int(g.GetReminderMax())}
 	if g.GetExpiresAt() != nil {
 		rec.ExpiresMS = g.GetExpiresAt().AsTime().UnixMilli()
@@ -266,6 +267,12 @@ func (n *Notifier) open(ctx context.Context, run string, openedMS int64, now tim
 		n.o.Log.Warn("notify: the gate message could not be posted", "run_id", run, "gate_id", rec.GateID, "err", err)
 	}
 	rec.TS = ts
+	if ts != "" {
+		// Where a reply in the thread finds its gate.
+		if err := n.q.rc.HSet(ctx, n.q.threads, ts, gateKey(run, openedMS)).Err(); err != nil {
+			n.o.Log.Warn("notify: the thread of a gate could not be kept; replies in it will not be read", "run_id", run, "err", err)
+		}
+	}
 	switch {
 	case err != nil:
 	case ts != "":
@@ -335,6 +342,12 @@ func (n *Notifier) resolved(ctx context.Context, key string, rec *record, now ti
 	if rec.TS == "" {
 		return "-", nil, nil
 	}
+	if err := n.q.rc.HDel(ctx, n.q.threads, rec.TS).Err(); err != nil {
+		return "", nil, err
+	}
+	if err := n.q.rc.HDel(ctx, n.q.nudge, key).Err(); err != nil {
+		return "", nil, err
+	}
 	exp, err := n.o.Engine.ExportRun(ctx, &realmv1.ExportRunRequest{RunId: rec.Run})
 	if err != nil {
 		if strings.Contains(err.Error(), "Run not found") {
@@ -397,3 +410,5 @@ func endingLines(s *realmv1.RunState) []string {
 	}
 	return nil
 }
+
+func jsonUnmarshal(raw string, v any) error { return json.Unmarshal([]byte(raw), v) }

@@ -44,7 +44,7 @@ func setup(t *testing.T, backend string) *env {
 	}
 	t.Cleanup(func() { conn.Close() })
 	e := &env{t: t, clock: c, eng: realmv1.NewEngineServiceClient(conn), raw: raw, slack: slackstub.Start(t)}
-	for _, wf := range []string{"review", "plain"} {
+	for _, wf := range []string{"review", "plain", "expiring"} {
 		y, err := os.ReadFile("testdata/" + wf + ".yaml")
 		if err != nil {
 			t.Fatal(err)

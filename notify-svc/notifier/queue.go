@@ -13,6 +13,9 @@ import (
 //
 //	<prefix>:{notify}:gates  hash: gate key (<run>@<opened ms>) -> record JSON
 //	<prefix>:{notify}:due    zset: <kind>|<gate key> -> due time (ms)
+//	<prefix>:{notify}:threads hash: thread anchor (ts) -> gate key
+//	<prefix>:{notify}:nudges hash: gate key -> "Please reply with one of" posts
+//	<prefix>:{notify}:event:<id>  string: a Slack event id seen (1 h)
 //
 // A job is claimed by moving its score a lease into the future, and
 // finished only by the claimer (the score it set is still there). So two
@@ -80,14 +83,14 @@ return 1
 
 // queue is the notifier's durable state in Redis.
 type queue struct {
-	rc          redis.UniversalClient
-	gates, due  string
-	leaseMillis int64
+	rc                              redis.UniversalClient
+	tag, gates, due, threads, nudge string
+	leaseMillis                     int64
 }
 
 func newQueue(rc redis.UniversalClient, prefix string, leaseMillis int64) *queue {
 	tag := prefix + ":{notify}:"
-	return &queue{rc: rc, gates: tag + "gates", due: tag + "due", leaseMillis: leaseMillis}
+	return &queue{rc: rc, tag: tag, gates: tag + "gates", due: tag + "due", threads: tag + "threads", nudge: tag + "nudges", leaseMillis: leaseMillis}
 }
 
 func (q *queue) tracked(ctx context.Context) ([]string, error) {

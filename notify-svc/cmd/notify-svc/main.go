@@ -20,11 +20,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/realm-go/realm/notify-svc/events"
 	"github.com/realm-go/realm/notify-svc/notifier"
 	"github.com/realm-go/realm/notify-svc/slackgate"
 	"github.com/realm-go/realm/pkg/client"
@@ -36,6 +40,7 @@ import (
 
 type flags struct {
 	manifest, engineAddr, prefix, apiURL string
+	eventsHost                           string
 	interval, lease                      time.Duration
 	redis                                redisconn.Flags
 	tls                                  mtls.Files
@@ -63,6 +68,7 @@ func parseFlags(args []string, out io.Writer) (flags, error) {
 	fs.StringVar(&v.engineAddr, "engine-addr", v.engineAddr, "engine-svc's gRPC address (env "+client.EngineAddrEnv+")")
 	fs.StringVar(&v.prefix, "redis-prefix", v.prefix, "engine-svc's --redis-prefix: where its gate outbox is read and this service's keys are kept")
 	fs.StringVar(&v.apiURL, "slack-api-url", "", "base `url` of the Slack Web API, ending in / (default https://slack.com/api/)")
+	fs.StringVar(&v.eventsHost, "events-host", "0.0.0.0", "host the Events API listener binds (its port is the manifest's events_port)")
 	fs.DurationVar(&v.interval, "interval", v.interval, "how often the gate outbox is read and due posts are made")
 	fs.DurationVar(&v.lease, "lease", v.lease, "how long a claimed post is this replica's; a killed replica's post is made by another after it")
 	v.redis.Register(fs, os.Getenv, "the Redis engine-svc stores runs in")
@@ -78,15 +84,15 @@ func parseFlags(args []string, out io.Writer) (flags, error) {
 	return v, nil
 }
 
-// poster builds the Slack transport the config names. The reply channels
-// (Socket Mode, the Events API) are not served yet: a config naming one is
-// refused rather than silently not listened to.
+// poster builds the Slack transport the config names. Socket Mode is not
+// served yet: a config naming it is refused rather than silently not
+// listened to.
 func poster(g *manifest.SlackGate, apiURL string) (slackgate.Poster, bool, error) {
 	switch {
 	case g.AppToken != "":
 		return nil, false, errors.New("notifiers.slack_gate: 'app_token' (Socket Mode) is not served by notify-svc yet — replies in a gate's thread would never be read. Remove it and answer with 'realm run respond' (the command is in every gate message).")
-	case g.SigningSecret != "":
-		return nil, false, errors.New("notifiers.slack_gate: 'signing_secret' and 'events_port' (Events API) are not served by notify-svc yet — replies in a gate's thread would never be read. Remove them and answer with 'realm run respond' (the command is in every gate message).")
+	case g.SigningSecret != "" && (g.BotToken == "" || g.ChannelID == ""):
+		return nil, false, errors.New("notifiers.slack_gate: 'signing_secret' (Events API) needs 'bot_token' and 'channel_id' — replies are read in the threads of the bot's gate messages.")
 	case g.BotToken != "" && g.ChannelID != "":
 		return slackgate.NewBot(g.BotToken, g.ChannelID, apiURL), false, nil
 	case g.WebhookURL != "":
@@ -147,6 +153,30 @@ func run(f flags) error {
 		Redis: rc, EnginePrefix: f.prefix, Engine: realmv1.NewEngineServiceClient(conn), Poster: p, Webhook: webhook,
 		ReminderInterval: g.ReminderInterval, EscalationThreshold: g.EscalationThreshold, Lease: f.lease, Log: log,
 	})
+	if g.SigningSecret != "" {
+		srv := &http.Server{
+			Addr: net.JoinHostPort(f.eventsHost, strconv.Itoa(g.EventsPort)),
+			Handler: events.Handler(events.Options{SigningSecret: g.SigningSecret, Seen: n.SeenEvent,
+				OnMessage: func(ctx context.Context, m events.Message) {
+					if err := n.Reply(ctx, m.ThreadTS, m.Text); err != nil {
+						log.Warn("notify: a reply in Slack could not be handled", "thread_ts", m.ThreadTS, "err", err)
+					}
+				}}),
+			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		}
+		lis, err := net.Listen("tcp", srv.Addr)
+		if err != nil {
+			return fmt.Errorf("events_port: %w", err)
+		}
+		go func() { _ = srv.Serve(lis) }()
+		// Stopped when run returns, after the notifier's loop.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		log.Info("notify: reading replies in gate threads from the Slack Events API", "addr", lis.Addr().String(), "path", "/slack/events")
+	}
 	log.Info("notify: following gates", "engine", f.engineAddr, "redis", f.redis.String(), "prefix", f.prefix)
 	n.Run(ctx, f.interval)
 	return nil
