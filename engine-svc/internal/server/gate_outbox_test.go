@@ -65,3 +65,24 @@ func TestGateOutboxMovesInTheWriteThatOpensOrEndsTheGate(t *testing.T) {
 		outboxAgrees(t, e, expired, false)
 	})
 }
+
+// A gate opened before the outbox existed is missing from it; `realm run gc
+// --heal` finds and puts it there, so notify-svc learns of it too.
+func TestHealPutsAGateOpenedBeforeTheOutboxInIt(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, e *env) {
+		if r := e.register(t, readFile(t, "testdata/support.yaml")); !r.GetRegistered() {
+			t.Fatal(r.GetReport().GetText())
+		}
+		run := start(t, e, "support", nil).GetRunId()
+		step(t, e, run, "draft", map[string]any{"reply": "We have refunded the charge."})
+		if err := e.rc.ZRem(ctx(t), e.st.IndexKey(e.st.BucketOf(run), store.IndexGates), run).Err(); err != nil {
+			t.Fatal(err)
+		}
+		healed := e.gc(t, &realmv1.GcRunsRequest{Heal: true, Force: true})
+		if healed.GetHealed() != 1 {
+			t.Fatalf("heal = %v", healed)
+		}
+		outboxAgrees(t, e, run, true)
+	})
+}
