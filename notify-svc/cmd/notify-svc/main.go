@@ -34,13 +34,14 @@ import (
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/manifest"
+	"github.com/realm-go/realm/pkg/metrics"
 	"github.com/realm-go/realm/pkg/mtls"
 	"github.com/realm-go/realm/pkg/redisconn"
 )
 
 type flags struct {
 	manifest, engineAddr, prefix, apiURL string
-	eventsHost                           string
+	eventsHost, metricsAddr              string
 	interval, lease                      time.Duration
 	redis                                redisconn.Flags
 	tls                                  mtls.Files
@@ -69,6 +70,7 @@ func parseFlags(args []string, out io.Writer) (flags, error) {
 	fs.StringVar(&v.prefix, "redis-prefix", v.prefix, "engine-svc's --redis-prefix: where its gate outbox is read and this service's keys are kept")
 	fs.StringVar(&v.apiURL, "slack-api-url", "", "base `url` of the Slack Web API, ending in / (default https://slack.com/api/)")
 	fs.StringVar(&v.eventsHost, "events-host", "0.0.0.0", "host the Events API listener binds (its port is the manifest's events_port)")
+	fs.StringVar(&v.metricsAddr, "metrics-addr", os.Getenv("REALM_METRICS_LISTEN"), "serve Prometheus /metrics, /healthz and /readyz (Redis answers) on this address (empty: off) (env REALM_METRICS_LISTEN)")
 	fs.DurationVar(&v.interval, "interval", v.interval, "how often the gate outbox is read and due posts are made")
 	fs.DurationVar(&v.lease, "lease", v.lease, "how long a claimed post is this replica's; a killed replica's post is made by another after it")
 	v.redis.Register(fs, os.Getenv, "the Redis engine-svc stores runs in")
@@ -137,11 +139,25 @@ func run(f flags) error {
 		return err
 	}
 	defer rc.Close()
+	reg := metrics.NewRegistry()
+	rc.AddHook(metrics.RedisHook(reg))
+	mctx, mcancel := context.WithCancel(ctx)
+	ms, err := metrics.Serve(mctx, log, f.metricsAddr, reg, func(ctx context.Context) error { return rc.Ping(ctx).Err() })
+	if err != nil {
+		mcancel()
+		return err
+	}
+	defer func() {
+		mcancel()
+		if ms != nil {
+			_ = ms.Wait()
+		}
+	}()
 	toEngine, err := client.Transport(f.tls, mtls.RoleEngine)
 	if err != nil {
 		return err
 	}
-	conn, err := client.NewConn(f.engineAddr, toEngine)
+	conn, err := client.NewConn(f.engineAddr, append(metrics.GRPCClient(reg), toEngine)...)
 	if err != nil {
 		return fmt.Errorf("engine-svc address %s: %w", f.engineAddr, err)
 	}
