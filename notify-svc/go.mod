@@ -9,6 +9,7 @@ replace github.com/realm-go/realm/pkg => ../pkg
 replace github.com/realm-go/realm/engine-svc => ../engine-svc
 
 require (
+	github.com/gorilla/websocket v1.5.3
 	github.com/realm-go/realm/engine-svc v0.0.0
 	github.com/realm-go/realm/pkg v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -25,7 +26,6 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/gorilla/websocket v1.5.3 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.1.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect

@@ -38,6 +38,9 @@ type Options struct {
 	// Webhook is set when Poster is an incoming webhook: the gate message
 	// sends readers to a terminal, and nothing follows it (no thread).
 	Webhook bool
+	// Replies is set when replies in a thread are read (Socket Mode or
+	// the Events API); without, each post says the terminal is the way.
+	Replies bool
 	// ReminderInterval is the operator reminder of a gate that declares no
 	// reminder_seconds; EscalationThreshold the one escalation.
 	ReminderInterval, EscalationThreshold time.Duration
@@ -275,10 +278,10 @@ func (n *Notifier) open(ctx context.Context, run string, openedMS int64, now tim
 	}
 	switch {
 	case err != nil:
-	case ts != "":
+	case ts != "" && !n.o.Replies:
 		// The original's line for the post-only topology, once per gate.
 		n.o.Log.Info("  ℹ  Gate notification posted. Configure app_token (Socket Mode) or signing_secret + events_port (Events API) under notifiers.slack_gate in realm.yaml to resolve via Slack. Using terminal command fallback.", "run_id", run, "gate_id", rec.GateID)
-	case !n.o.Webhook:
+	case ts == "" && !n.o.Webhook:
 		n.o.Log.Info("  ℹ  Bidirectional Slack resolution unavailable (no thread anchor). Use terminal command shown above.", "run_id", run, "gate_id", rec.GateID)
 	}
 	var then []next

@@ -86,13 +86,11 @@ func parseFlags(args []string, out io.Writer) (flags, error) {
 	return v, nil
 }
 
-// poster builds the Slack transport the config names. Socket Mode is not
-// served yet: a config naming it is refused rather than silently not
-// listened to.
+// poster builds the Slack transport the config names.
 func poster(g *manifest.SlackGate, apiURL string) (slackgate.Poster, bool, error) {
 	switch {
-	case g.AppToken != "":
-		return nil, false, errors.New("notifiers.slack_gate: 'app_token' (Socket Mode) is not served by notify-svc yet — replies in a gate's thread would never be read. Remove it and answer with 'realm run respond' (the command is in every gate message).")
+	case g.AppToken != "" && g.ChannelID == "":
+		return nil, false, errors.New("notifiers.slack_gate: 'app_token' (Socket Mode) needs 'channel_id' — replies are read in the threads of the bot's gate messages.")
 	case g.SigningSecret != "" && (g.BotToken == "" || g.ChannelID == ""):
 		return nil, false, errors.New("notifiers.slack_gate: 'signing_secret' (Events API) needs 'bot_token' and 'channel_id' — replies are read in the threads of the bot's gate messages.")
 	case g.BotToken != "" && g.ChannelID != "":
@@ -166,18 +164,29 @@ func run(f flags) error {
 		log.Info("notify: posting gates to an incoming webhook: one-way, so no reminders and no escalation; answers go through realm run respond")
 	}
 	n := notifier.New(notifier.Options{
-		Redis: rc, EnginePrefix: f.prefix, Engine: realmv1.NewEngineServiceClient(conn), Poster: p, Webhook: webhook,
+		Redis: rc, EnginePrefix: f.prefix, Engine: realmv1.NewEngineServiceClient(conn), Poster: p, Webhook: webhook, Replies: g.AppToken != "" || g.SigningSecret != "",
 		ReminderInterval: g.ReminderInterval, EscalationThreshold: g.EscalationThreshold, Lease: f.lease, Log: log,
 	})
+	onMessage := func(ctx context.Context, m events.Message) {
+		if err := n.Reply(ctx, m.ThreadTS, m.Text); err != nil {
+			log.Warn("notify: a reply in Slack could not be handled", "thread_ts", m.ThreadTS, "err", err)
+		}
+	}
+	if g.AppToken != "" {
+		sctx, cancel := context.WithCancel(ctx)
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			events.SocketMode(sctx, events.SocketOptions{AppToken: g.AppToken, BotToken: g.BotToken, APIURL: f.apiURL,
+				Seen: n.SeenEvent, OnMessage: onMessage, Log: log})
+		}()
+		// Stopped when run returns, after the notifier's loop.
+		defer func() { cancel(); <-stopped }()
+	}
 	if g.SigningSecret != "" {
 		srv := &http.Server{
-			Addr: net.JoinHostPort(f.eventsHost, strconv.Itoa(g.EventsPort)),
-			Handler: events.Handler(events.Options{SigningSecret: g.SigningSecret, Seen: n.SeenEvent,
-				OnMessage: func(ctx context.Context, m events.Message) {
-					if err := n.Reply(ctx, m.ThreadTS, m.Text); err != nil {
-						log.Warn("notify: a reply in Slack could not be handled", "thread_ts", m.ThreadTS, "err", err)
-					}
-				}}),
+			Addr:              net.JoinHostPort(f.eventsHost, strconv.Itoa(g.EventsPort)),
+			Handler:           events.Handler(events.Options{SigningSecret: g.SigningSecret, Seen: n.SeenEvent, OnMessage: onMessage}),
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		}
 		lis, err := net.Listen("tcp", srv.Addr)
