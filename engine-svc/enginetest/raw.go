@@ -16,7 +16,7 @@ import (
 // write path, on purpose.
 type Raw struct {
 	st *store.Redis
-	rc *redis.Client
+	rc redis.UniversalClient
 }
 
 // DropRunDocument deletes a run's document only, leaving its outputs,
@@ -81,7 +81,7 @@ func (r *Raw) PointKey(ctx context.Context, workflowID, key, runID string) error
 
 // Redis is the client of the engine's store, for a test that reads what
 // the engine keeps (notify-svc reads the gate outbox).
-func (r *Raw) Redis() *redis.Client { return r.rc }
+func (r *Raw) Redis() redis.UniversalClient { return r.rc }
 
 // Prefix is the engine store's key prefix.
 func (r *Raw) Prefix() string { return r.st.Prefix() }
