@@ -117,7 +117,7 @@ var devServices = []mtls.Spec{
 	{Name: "agent-svc", Role: mtls.RoleFrontDoor},
 	{Name: "mcp-svc", Role: mtls.RoleFrontDoor},
 	{Name: "listen-svc", Role: mtls.RoleFrontDoor},
-	// notify-svc only reads runs (get_run_state, export_run).
+	// notify-svc reads runs and records replies in Slack (docs/notifications.md).
 	{Name: "notify-svc", Role: mtls.RoleFrontDoor},
 	{Name: "operator", Role: mtls.RoleOperator},
 }
