@@ -61,6 +61,9 @@ func TestDockerfilesBuildStaticNonRootImages(t *testing.T) {
 				t.Errorf("EXPOSE %s, the manifests use %d", expose, b.port)
 			}
 			r := render(t, filepath.Join("k8s", "base"))
+			if b.optional { // its component's overlay
+				r = render(t, filepath.Join("k8s", "overlays", "prod-notify"))
+			}
 			sc := r.deployments[b.workload].Spec.Template.Spec.SecurityContext
 			if sc == nil || sc.RunAsUser == nil || int(*sc.RunAsUser) != uid {
 				t.Errorf("%s runAsUser does not match the image's USER %s", b.workload, user)

@@ -113,7 +113,7 @@ func copyInto(t *testing.T, root, src, dst string) {
 func TestDockerfileBuildStagesCompileFromWhatTheyCopy(t *testing.T) {
 	t.Parallel()
 	builds := map[string]map[string]string{ // Dockerfile → ARG overrides
-		"engine-svc.Dockerfile": nil, "mcp-svc.Dockerfile": nil, "agent-svc.Dockerfile": nil, "listen-svc.Dockerfile": nil,
+		"engine-svc.Dockerfile": nil, "mcp-svc.Dockerfile": nil, "agent-svc.Dockerfile": nil, "listen-svc.Dockerfile": nil, "notify-svc.Dockerfile": nil,
 		"console-svc.Dockerfile":           nil,
 		"runner.Dockerfile#example-runner": {"RUNNER": "example-runner"},
 		"runner.Dockerfile#adapter-runner": {"RUNNER": "adapter-runner"},

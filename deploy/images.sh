@@ -29,7 +29,7 @@ build() { # build NAME DOCKERFILE [docker build args...]
 	built+=("$PREFIX/$name:$VERSION")
 }
 
-for svc in engine-svc mcp-svc agent-svc listen-svc console-svc; do
+for svc in engine-svc mcp-svc agent-svc listen-svc console-svc notify-svc; do
 	if [[ ! -d $svc/cmd/$svc ]]; then
 		echo "images: skipping $svc: $svc/cmd/$svc does not exist yet"
 		continue

@@ -135,6 +135,22 @@ func intendedEdges(r *rendered) []netEdge {
 		egress(w.name, peerAny, "53/UDP")
 		egress(w.name, peerAny, "53/TCP")
 	}
+	// notify-svc (components/notify, where listed): engine-svc, Slack over
+	// HTTPS, Redis; Prometheus on its metrics port.
+	if r.deployments["notify-svc"] != nil {
+		call("notify-svc", "engine-svc", "7070/TCP")
+		for _, ip := range []string{peerPublicV4, peerPublicV6} {
+			egress("notify-svc", ip, "443/TCP")
+		}
+		if r.statefulSets["redis"] != nil {
+			call("notify-svc", "redis", "6379/TCP")
+		} else {
+			for _, port := range []string{"6379/TCP", "6380/TCP", "26379/TCP"} {
+				egress("notify-svc", peerExternalRedis, port)
+			}
+		}
+		ingress(peerMonitoring, "notify-svc", "9090/TCP")
+	}
 	out = append(out, otlpEdges(r)...)
 	return out
 }

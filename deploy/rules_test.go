@@ -22,7 +22,9 @@ var operatorSecrets = map[string][]string{
 	"dev":       {"realm-mcp-tls"},
 	"prod":      {"realm-redis", "realm-mcp-token", "realm-mcp-tls"},
 	"prod-otlp": {"realm-redis", "realm-mcp-token", "realm-mcp-tls"},
-	"dev-otlp":  {"realm-mcp-tls"}, // otlp_test.go's dev plus the component
+	// components/notify's manifest and Slack secrets (docs/deploy.md, Notifications).
+	"prod-notify": {"realm-redis", "realm-mcp-token", "realm-mcp-tls", "notify-svc-manifest"},
+	"dev-otlp":    {"realm-mcp-tls"}, // otlp_test.go's dev plus the component
 }
 
 // frontServices are the services every overlay runs, each with a

@@ -30,6 +30,7 @@ func TestMakeRunStopsEveryServiceOnSignal(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		make    bool // start `make run` (it builds bin/) rather than scripts/run.sh
+		notify  bool // with REALM_NOTIFY_MANIFEST: notify-svc is a ninth process
 		signals []syscall.Signal
 	}{
 		// The issue's case: make forwards SIGTERM to run.sh.
@@ -38,14 +39,15 @@ func TestMakeRunStopsEveryServiceOnSignal(t *testing.T) {
 		{name: "run.sh SIGHUP", signals: []syscall.Signal{syscall.SIGHUP}},
 		// A repeated signal must not cut the stop short.
 		{name: "run.sh SIGTERM twice", signals: []syscall.Signal{syscall.SIGTERM, syscall.SIGTERM}},
+		{name: "run.sh with notify-svc SIGTERM", notify: true, signals: []syscall.Signal{syscall.SIGTERM}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			runStackAndSignal(ctx, t, tc.make, tc.signals)
+			runStackAndSignal(ctx, t, tc.make, tc.notify, tc.signals)
 		})
 	}
 }
 
-func runStackAndSignal(ctx context.Context, t *testing.T, viaMake bool, signals []syscall.Signal) {
+func runStackAndSignal(ctx context.Context, t *testing.T, viaMake, notify bool, signals []syscall.Signal) {
 	t.Helper()
 	ports := freePorts(t, 10)
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
@@ -65,6 +67,16 @@ func runStackAndSignal(ctx context.Context, t *testing.T, viaMake bool, signals 
 		"REALM_CONSOLE_ADDR="+addr(9),
 		"REDIS_URL=",
 	)
+	services := 8
+	if notify {
+		// An incoming webhook nobody answers: no gate opens in this test.
+		manifest := filepath.Join(t.TempDir(), "realm.yaml")
+		if err := os.WriteFile(manifest, []byte("version: 1\nnotifiers:\n  slack_gate:\n    type: slack\n    config: {webhook_url: 'http://127.0.0.1:9/hook'}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, "REALM_NOTIFY_MANIFEST="+manifest)
+		services = 9
+	}
 	var cmd *exec.Cmd
 	if viaMake {
 		cmd = exec.CommandContext(ctx, "make", "--no-print-directory", "run")
@@ -107,8 +119,11 @@ func runStackAndSignal(ctx context.Context, t *testing.T, viaMake bool, signals 
 			t.Fatalf("stack not up within 4m:\n%s", out.String())
 		}
 	}
-	if n := len(processesNaming(engineAddr)); n < 8 {
-		t.Fatalf("%d processes name %s, want the 8 services:\n%s", n, engineAddr, out.String())
+	if n := len(processesNaming(engineAddr)); n < services {
+		t.Fatalf("%d processes name %s, want the %d services:\n%s", n, engineAddr, services, out.String())
+	}
+	if notify && !strings.Contains(out.String(), "notify-svc: posts every gate to Slack") {
+		t.Errorf("run.sh did not say notify-svc started:\n%s", out.String())
 	}
 	checkStackServesTLS(t, engineAddr, dataDir)
 	for _, sig := range signals {

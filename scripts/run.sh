@@ -11,6 +11,8 @@
 #   REALM_CONSOLE_ADDR console-svc's HTTP address  (default 127.0.0.1:8070)
 #   REALM_{ENGINE,AGENT,MCP,EXAMPLE_RUNNER,ADAPTER_RUNNER}_METRICS_ADDR
 #                      the /metrics ports          (default 127.0.0.1:9090-9093)
+#   REALM_NOTIFY_MANIFEST  a realm.yaml with notifiers.slack_gate: starts
+#                      notify-svc, which posts every gate to Slack (docs/notifications.md)
 #   REALM_RUN_SKIP_BUILD=1 uses the binaries already in bin/ (tests)
 #
 # Every gRPC connection is mutual TLS: on first start `realm tls dev` makes
@@ -178,6 +180,15 @@ CONSOLE_ADDR=${REALM_CONSOLE_ADDR:-127.0.0.1:8070}
 tls console-svc
 start console-svc --addr "$CONSOLE_ADDR" --engine-addr "$ENGINE_ADDR" --dev "${TLS[@]}"
 
+# The Slack gate notifier, when a manifest configures it: it reads the
+# gate outbox in the embedded store (engine-svc writes the store's URL to
+# store.url in the data folder) and keeps its timers there.
+if [[ -n ${REALM_NOTIFY_MANIFEST:-} ]]; then
+	tls notify-svc
+	start notify-svc --manifest "$REALM_NOTIFY_MANIFEST" --engine-addr "$ENGINE_ADDR" \
+		--redis-url "$(cat "$DATA_DIR/store.url")" "${TLS[@]}"
+fi
+
 shopt -s nullglob
 for wf in examples/*.yaml examples/*/workflow.yaml; do
 	realm workflow register "$wf" || echo "(not registered: $wf)"
@@ -194,6 +205,11 @@ echo "  listen-svc (webhooks): http://$LISTEN_ADDR  (examples/github-issues.yaml
 echo "  example-runner: handlers for examples/orders.yaml (registered with engine-svc)"
 echo "  go-runner: handlers for examples/go-runner/workflow.yaml (a runner module of its own)"
 echo "  adapter-runner: the http and filesystem adapters for uses_service steps"
+if [[ -n ${REALM_NOTIFY_MANIFEST:-} ]]; then
+	echo "  notify-svc: posts every gate to Slack as $REALM_NOTIFY_MANIFEST's notifiers.slack_gate says"
+else
+	echo "  (notify-svc not started: set REALM_NOTIFY_MANIFEST to a realm.yaml with notifiers.slack_gate)"
+fi
 echo "Metrics (Prometheus): http://$ENGINE_METRICS_ADDR/metrics (engine-svc) · http://$AGENT_METRICS_ADDR/metrics (agent-svc)"
 echo "  http://$MCP_METRICS_ADDR/metrics (mcp-svc) · http://$LISTEN_ADDR/metrics (listen-svc)"
 echo "  http://$EXAMPLE_RUNNER_METRICS_ADDR/metrics (example-runner) · http://$ADAPTER_RUNNER_METRICS_ADDR/metrics (adapter-runner)"

@@ -118,6 +118,8 @@ var devServices = []mtls.Spec{
 	{Name: "mcp-svc", Role: mtls.RoleFrontDoor},
 	{Name: "listen-svc", Role: mtls.RoleFrontDoor},
 	{Name: "console-svc", Role: mtls.RoleFrontDoor},
+	// notify-svc reads runs and records replies in Slack (docs/notifications.md).
+	{Name: "notify-svc", Role: mtls.RoleFrontDoor},
 	{Name: "operator", Role: mtls.RoleOperator},
 }
 
@@ -133,7 +135,7 @@ func (a *app) tlsCommand() *cobra.Command {
 		Short: "Make (or refresh) a development CA and a certificate per service of `make run`",
 		Long: `Makes a development CA (ca.crt, ca.key) in the folder and, signed by it, a
 certificate and key per service of ` + "`make run`" + ` (engine-svc, agent-svc, mcp-svc,
-listen-svc, console-svc), the operator's for this CLI, and one per --runner, for localhost,
+listen-svc, console-svc, notify-svc), the operator's for this CLI, and one per --runner, for localhost,
 127.0.0.1 and ::1. What is there and still right is kept; the rest is issued
 again. The CLI finds operator.crt there by itself. For development only: a
 real deployment's certificates come from its own CA (docs/security.md).`,

@@ -45,18 +45,25 @@ func StartWith(t testing.TB, backend string, o Options) (addr string) {
 func StartRaw(t testing.TB, backend string, o Options) (addr string, raw *Raw) {
 	t.Helper()
 	opts := inprocess.Options{Clock: o.Clock, Prefix: "realm"}
-	var rc *redis.Client
+	var rc redis.UniversalClient
 	switch backend {
 	case "redis":
 		rc = storetest.ConnectRedis(t)
 		opts.Prefix = storetest.UniquePrefix(t)
 		storetest.CleanupPrefix(t, opts.Prefix)
+	case "cluster":
+		// Not among Backends: for a test that asks for the Redis Cluster
+		// at $REDIS_CLUSTER_ADDRS by name.
+		rc = storetest.ConnectCluster(t)
+		opts.Prefix = storetest.UniquePrefix(t)
+		storetest.CleanupClusterPrefix(t, opts.Prefix)
 	case "miniredis":
 		m := miniredis.RunT(t)
-		rc = redis.NewClient(&redis.Options{Addr: m.Addr()})
-		t.Cleanup(func() { _ = rc.Close() })
+		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		rc = c
 	default:
-		t.Fatalf("enginetest: unknown backend %q (want redis or miniredis)", backend)
+		t.Fatalf("enginetest: unknown backend %q (want redis, miniredis or cluster)", backend)
 	}
 	opts.Redis = rc
 	e, err := inprocess.Start(opts)

@@ -16,7 +16,7 @@ import (
 // write path, on purpose.
 type Raw struct {
 	st *store.Redis
-	rc *redis.Client
+	rc redis.UniversalClient
 }
 
 // DropRunDocument deletes a run's document only, leaving its outputs,
@@ -78,3 +78,10 @@ func (r *Raw) EditWorkflow(ctx context.Context, id string, edit func(def map[str
 func (r *Raw) PointKey(ctx context.Context, workflowID, key, runID string) error {
 	return r.rc.Set(ctx, r.st.IdemKeyName(workflowID+"\x1f"+key), runID, 0).Err()
 }
+
+// Redis is the client of the engine's store, for a test that reads what
+// the engine keeps (notify-svc reads the gate outbox).
+func (r *Raw) Redis() redis.UniversalClient { return r.rc }
+
+// Prefix is the engine store's key prefix.
+func (r *Raw) Prefix() string { return r.st.Prefix() }

@@ -144,6 +144,13 @@ func run(log *slog.Logger) error {
 			return fmt.Errorf("open embedded store in %s: %w", *dataDir, err)
 		}
 		defer srv.Close()
+		// Where a local notify-svc finds the store (make run): the port
+		// is chosen afresh at each start.
+		addrFile := filepath.Join(*dataDir, "store.url")
+		if err := os.WriteFile(addrFile, []byte(srv.URL()+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", addrFile, err)
+		}
+		defer os.Remove(addrFile)
 		rf = redisconn.Flags{URL: "redis://" + srv.Addr()}
 		log.Info("embedded store", "data_dir", *dataDir)
 	} else {

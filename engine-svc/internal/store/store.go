@@ -103,7 +103,11 @@ const (
 	// on_expiry or not: where the stuck listing finds gates past their time.
 	IndexGateDeadlines = "gate_deadlines"
 	// IndexOpenGates holds every open run's open gate, scored by when it
-	// opened: where a gates inbox (ListRuns open_gates) pages from.
+	// opened (ms). It is set and cleared by the very write that opens or
+	// resolves the gate, so a gates inbox (ListRuns open_gates) pages from
+	// it, and notify-svc, scanning it as its outbox, learns of every gate
+	// however it was opened, and of its end, with nothing lost between
+	// two writes.
 	IndexOpenGates  = "open_gates"
 	IndexActivity   = "activity"   // last write of an open run
 	IndexFinalizers = "finalizers" // an ended run owing cleanup
