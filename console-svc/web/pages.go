@@ -313,7 +313,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, p identity.Perso
 		}
 	}
 	by := p.Name
-	resp, err := s.o.Engine.SubmitHumanResponse(ctx, &realmv1.SubmitHumanResponseRequest{RunId: runID, GateId: gateID, Choice: choice, RespondedBy: &by, Caller: caller()})
+	resp, err := s.o.Engine.SubmitHumanResponse(ctx, &realmv1.SubmitHumanResponseRequest{RunId: runID, GateId: gateID, Choice: choice, RespondedBy: &by, Caller: caller(),
+		RespondedByVerified: s.o.Vouch && p.Verified})
 	if err != nil {
 		back(w, r, fallback, "refused", "The engine did not take the answer: "+grpcMessage(err))
 		return

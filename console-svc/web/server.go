@@ -43,6 +43,10 @@ type Options struct {
 	// PageSize is the runs list's page (default 50).
 	PageSize int32
 	Log      *slog.Logger
+	// Vouch asks the engine to record a signed-in person's name as
+	// verified (responded_by_verified): set when the console reaches the
+	// engine with its own certificate, which the engine checks.
+	Vouch bool
 }
 
 // Server is the console.

@@ -36,6 +36,7 @@ func startTLSStack(t *testing.T) tlsStack {
 		{Name: "engine-svc", Role: mtls.RoleEngine},
 		{Name: "agent-svc", Role: mtls.RoleFrontDoor},
 		{Name: "mcp-svc", Role: mtls.RoleFrontDoor},
+		{Name: "console-svc", Role: mtls.RoleFrontDoor},
 		{Name: "operator", Role: mtls.RoleOperator},
 		{Name: "shop", Role: mtls.RoleRunner, Grants: []string{"handler:sec_total"}},
 		{Name: "thief", Role: mtls.RoleRunner, Grants: []string{"handler:other"}},
@@ -192,6 +193,45 @@ func TestSecurityEveryCallChecksWhoIsCalling(t *testing.T) {
 		defer cancel()
 		if _, err := eng.ExportRun(ctx, &realmv1.ExportRunRequest{RunId: "any", WithSecrets: true}); status.Code(err) != codes.PermissionDenied {
 			t.Errorf("export with secrets as a front door: %v", err)
+		}
+	})
+	t.Run("only the console vouches for who answered a gate", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		op := realmv1.NewEngineServiceClient(s.conn(t, s.engine, "operator"))
+		wf := "id: vouched\nname: Vouched\nversion: 1\nsteps:\n  ok:\n    description: Approve.\n    execution: auto\n    trust: human_confirmed\n    gate:\n      choices: [yes, no]\n"
+		if r, err := op.RegisterWorkflow(ctx, &realmv1.RegisterWorkflowRequest{Source: &realmv1.WorkflowSource{Yaml: []byte(wf), Path: "vouched.yaml"}}); err != nil || !r.GetRegistered() {
+			t.Fatalf("register: %v %s", err, r.GetReport().GetText())
+		}
+		st, err := op.StartRun(ctx, &realmv1.StartRunRequest{WorkflowId: "vouched"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := st.GetReply().GetRunId()
+		state, err := op.GetRunState(ctx, &realmv1.GetRunStateRequest{RunId: run})
+		if err != nil || state.GetState().GetPendingGate() == nil {
+			t.Fatalf("no gate open: %v %v", err, state)
+		}
+		gate := state.GetState().GetPendingGate().GetGateId()
+		alice := "alice"
+		answer := func(as string) error {
+			_, err := realmv1.NewEngineServiceClient(s.conn(t, s.engine, as)).SubmitHumanResponse(ctx, &realmv1.SubmitHumanResponseRequest{
+				RunId: run, GateId: gate, Choice: "yes", RespondedBy: &alice, RespondedByVerified: true})
+			return err
+		}
+		if err := answer("mcp-svc"); status.Code(err) != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), "only console-svc may vouch for who answered") {
+			t.Fatalf("a door that does not sign people in vouched: %v", err)
+		}
+		if err := answer("console-svc"); err != nil {
+			t.Fatal(err)
+		}
+		in, err := op.InspectRun(ctx, &realmv1.InspectRunRequest{RunId: run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := in.GetText(); !strings.Contains(text, "answered by alice (signed in to console-svc)") {
+			t.Errorf("inspect does not say who vouched:\n%s", text)
 		}
 	})
 	t.Run("the operator may call everything", func(t *testing.T) {

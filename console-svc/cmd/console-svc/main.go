@@ -192,7 +192,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("%sengine-svc address %s: %w", logPrefix, c.engineAddr, err)
 	}
 	defer conn.Close()
-	srv, err := web.New(web.Options{Engine: realmv1.NewEngineServiceClient(conn), Identity: c.source, Poll: c.poll, Log: log})
+	// With its own certificate the engine can tell the console from the
+	// other doors, so it vouches for the people it signs in.
+	srv, err := web.New(web.Options{Engine: realmv1.NewEngineServiceClient(conn), Identity: c.source, Poll: c.poll, Log: log, Vouch: c.tls.Configured()})
 	if err != nil {
 		return err
 	}

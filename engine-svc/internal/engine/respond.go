@@ -45,6 +45,13 @@ func unknownArgWarning(tool, arg string) string {
 
 // SubmitHumanResponse records a person's choice at the open gate.
 func (e *Engine) SubmitHumanResponse(ctx context.Context, req *realmv1.SubmitHumanResponseRequest) (*realmv1.Reply, error) {
+	return e.SubmitVouchedResponse(ctx, req, "")
+}
+
+// SubmitVouchedResponse is SubmitHumanResponse whose responded_by the
+// front door vouchedBy signed in (its caller checked who may vouch); ""
+// records the name as stated.
+func (e *Engine) SubmitVouchedResponse(ctx context.Context, req *realmv1.SubmitHumanResponseRequest, vouchedBy string) (*realmv1.Reply, error) {
 	var warnings []string
 	for _, a := range req.GetUnknownArguments() {
 		warnings = append(warnings, unknownArgWarning("submit_human_response", a))
@@ -57,7 +64,7 @@ func (e *Engine) SubmitHumanResponse(ctx context.Context, req *realmv1.SubmitHum
 	var out responded
 	t, err := e.update(ctx, req.GetRunId(), func(t *txn) error {
 		t.warnings = append(t.warnings[:0], warnings...)
-		out = t.respond(req)
+		out = t.respond(req, vouchedBy)
 		return nil
 	})
 	if errors.Is(err, errRunNotFound) {
@@ -104,7 +111,7 @@ type responded struct {
 	proof, cause string
 }
 
-func (t *txn) respond(req *realmv1.SubmitHumanResponseRequest) responded {
+func (t *txn) respond(req *realmv1.SubmitHumanResponseRequest, vouchedBy string) responded {
 	gateID, choice := req.GetGateId(), req.GetChoice()
 	if t.def == nil {
 		return responded{kind: respWorkflowMissing}
@@ -164,6 +171,9 @@ func (t *txn) respond(req *realmv1.SubmitHumanResponseRequest) responded {
 	e.GateMessage = g.ResolvedMessage
 	if req.RespondedBy != nil {
 		e.RespondedBy = strings.TrimSpace(*req.RespondedBy)
+		if e.RespondedBy != "" {
+			e.RespondedByVouchedBy = vouchedBy
+		}
 	}
 	e.ClaimProof = map[string]any{"proof": proof}
 	if cause != "" {

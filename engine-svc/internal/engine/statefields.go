@@ -217,6 +217,9 @@ func (t *txn) stepsView(entries []*record.Entry) map[string]any {
 				a["claim_proof_absent"] = "settled_by_expiry"
 			case e.RespondedBy != "":
 				a["answered_by"] = map[string]any{"by": e.RespondedBy, "by_source": "stated"}
+				if e.RespondedByVouchedBy != "" {
+					a["answered_by"] = map[string]any{"by": e.RespondedBy, "by_source": "verified", "vouched_by": e.RespondedByVouchedBy}
+				}
 			default:
 				a["answered_by"] = map[string]any{"by": nil, "absent_cause": "not_stated"}
 			}

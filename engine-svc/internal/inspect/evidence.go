@@ -251,6 +251,9 @@ func answer(b *strings.Builder, ind string, e *record.Entry) {
 	by := "answered by (not stated)"
 	if e.RespondedBy != "" {
 		by = "answered by " + clean(e.RespondedBy) + " (as stated, not verified)"
+		if e.RespondedByVouchedBy != "" {
+			by = "answered by " + clean(e.RespondedBy) + " (signed in to " + clean(e.RespondedByVouchedBy) + ")"
+		}
 	}
 	line(b, "%sAnswer: %s · %s · proof: %s", ind, clean(choice), by, reply.ProofWords(e.ClaimProof))
 }

@@ -334,29 +334,33 @@ type FinalizerStatus struct {
 
 // Entry is one evidence entry (run-record spec §3).
 type Entry struct {
-	StepID          string         `json:"step_id"`
-	Kind            string         `json:"kind,omitempty"`
-	Status          string         `json:"status"`
-	StartedAt       string         `json:"started_at"`
-	CompletedAt     string         `json:"completed_at"`
-	DurationMS      int64          `json:"duration_ms"`
-	Attempt         int            `json:"attempt,omitempty"`
-	InputSummary    any            `json:"input_summary"`
-	ResolvedParams  any            `json:"resolved_params,omitempty"`
-	OutputSummary   any            `json:"output_summary"`
-	OutputSource    string         `json:"output_source,omitempty"`
-	EvidenceHash    string         `json:"evidence_hash"`
-	Error           string         `json:"error,omitempty"`
-	Warn            string         `json:"warn,omitempty"`
-	Diagnostics     map[string]any `json:"diagnostics,omitempty"`
-	GateMessage     string         `json:"gate_message,omitempty"`
-	RespondedBy     string         `json:"responded_by,omitempty"`
-	DrivenBy        *Holder        `json:"driven_by,omitempty"`
-	ClaimProof      map[string]any `json:"claim_proof,omitempty"`
-	Resolution      string         `json:"resolution,omitempty"`
-	Trace           []any          `json:"trace,omitempty"`
-	TraceSummary    map[string]any `json:"trace_summary,omitempty"`
-	EffectiveTimeut int            `json:"effective_timeout_seconds,omitempty"`
+	StepID         string         `json:"step_id"`
+	Kind           string         `json:"kind,omitempty"`
+	Status         string         `json:"status"`
+	StartedAt      string         `json:"started_at"`
+	CompletedAt    string         `json:"completed_at"`
+	DurationMS     int64          `json:"duration_ms"`
+	Attempt        int            `json:"attempt,omitempty"`
+	InputSummary   any            `json:"input_summary"`
+	ResolvedParams any            `json:"resolved_params,omitempty"`
+	OutputSummary  any            `json:"output_summary"`
+	OutputSource   string         `json:"output_source,omitempty"`
+	EvidenceHash   string         `json:"evidence_hash"`
+	Error          string         `json:"error,omitempty"`
+	Warn           string         `json:"warn,omitempty"`
+	Diagnostics    map[string]any `json:"diagnostics,omitempty"`
+	GateMessage    string         `json:"gate_message,omitempty"`
+	RespondedBy    string         `json:"responded_by,omitempty"`
+	// RespondedByVouchedBy is the front door that signed the answerer in
+	// and vouched for RespondedBy (beyond the original, whose name is
+	// always as stated); empty for a stated name.
+	RespondedByVouchedBy string         `json:"responded_by_vouched_by,omitempty"`
+	DrivenBy             *Holder        `json:"driven_by,omitempty"`
+	ClaimProof           map[string]any `json:"claim_proof,omitempty"`
+	Resolution           string         `json:"resolution,omitempty"`
+	Trace                []any          `json:"trace,omitempty"`
+	TraceSummary         map[string]any `json:"trace_summary,omitempty"`
+	EffectiveTimeut      int            `json:"effective_timeout_seconds,omitempty"`
 	// ClippedToMS is an attempt's timeout cut to what was left of
 	// retry.total_timeout_seconds; ExhaustedBy marks the last attempt of
 	// a step whose budget ran out ("total_timeout").

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -97,4 +98,31 @@ func (s *Registry) owns(ctx context.Context, verb, runnerID string) error {
 		return mtls.Refuse("engine-svc refused RegistryService.%s from %s: runner %s was registered by another certificate. Nothing was changed.", verb, id.Name, runnerID)
 	}
 	return nil
+}
+
+// Vouchers are the front doors whose certificates may vouch for the
+// person who answered a gate (responded_by_verified): the web console,
+// which signs people in. Any other door's name is recorded as stated.
+var Vouchers = []string{"console-svc"}
+
+// voucher is the front door vouching for req's responded_by, "" when the
+// request does not ask; a caller that may not vouch is refused, so a
+// verified name on the record always came through a sign-in.
+func voucher(ctx context.Context, req *realmv1.SubmitHumanResponseRequest) (string, error) {
+	if !req.GetRespondedByVerified() {
+		return "", nil
+	}
+	id, ok := mtls.FromContext(ctx)
+	if !ok || id.Role != mtls.RoleFrontDoor || !slices.Contains(Vouchers, id.Name) {
+		who := "a caller without a certificate"
+		if ok {
+			who = id.Name
+		}
+		return "", mtls.Refuse("engine-svc refused EngineService.SubmitHumanResponse from %s: only %s may vouch for who answered (responded_by_verified). Nothing was recorded; send the answer without responded_by_verified to record the name as stated.",
+			who, strings.Join(Vouchers, ", "))
+	}
+	if strings.TrimSpace(req.GetRespondedBy()) == "" {
+		return "", status.Error(codes.InvalidArgument, "responded_by_verified needs responded_by: the name of the person signed in. Nothing was recorded.")
+	}
+	return id.Name, nil
 }

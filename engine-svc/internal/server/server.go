@@ -182,7 +182,11 @@ func (s *Server) SubmitHumanResponse(ctx context.Context, req *realmv1.SubmitHum
 	if err := engine.WithinLength("responded_by", req.GetRespondedBy(), engine.MaxLabelBytes); err != nil {
 		return nil, grpcErr(err)
 	}
-	r, err := s.e.SubmitHumanResponse(ctx, req)
+	vouchedBy, err := voucher(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.e.SubmitVouchedResponse(ctx, req, vouchedBy)
 	if err != nil {
 		return nil, grpcErr(err)
 	}

@@ -1874,8 +1874,14 @@ type SubmitHumanResponseRequest struct {
 	ClaimToken       *string                `protobuf:"bytes,5,opt,name=claim_token,json=claimToken,proto3,oneof" json:"claim_token,omitempty"`
 	UnknownArguments []string               `protobuf:"bytes,6,rep,name=unknown_arguments,json=unknownArguments,proto3" json:"unknown_arguments,omitempty"`
 	Caller           *Caller                `protobuf:"bytes,7,opt,name=caller,proto3" json:"caller,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// responded_by_verified: the calling front door signed the person in
+	// and vouches for responded_by (the web console). Honoured only from a
+	// caller whose certificate engine-svc trusts to vouch (docs/security.md);
+	// any other caller is refused, so the record never says verified for a
+	// stated name.
+	RespondedByVerified bool `protobuf:"varint,8,opt,name=responded_by_verified,json=respondedByVerified,proto3" json:"responded_by_verified,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *SubmitHumanResponseRequest) Reset() {
@@ -1955,6 +1961,13 @@ func (x *SubmitHumanResponseRequest) GetCaller() *Caller {
 		return x.Caller
 	}
 	return nil
+}
+
+func (x *SubmitHumanResponseRequest) GetRespondedByVerified() bool {
+	if x != nil {
+		return x.RespondedByVerified
+	}
+	return false
 }
 
 type SubmitHumanResponseResponse struct {
@@ -6072,7 +6085,7 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	" \x03(\v2\x12.realm.v1.ToolCallR\ttoolCallsB\x0e\n" +
 	"\f_claim_token\"<\n" +
 	"\x13ExecuteStepResponse\x12%\n" +
-	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\xaa\x02\n" +
+	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\xde\x02\n" +
 	"\x1aSubmitHumanResponseRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\agate_id\x18\x02 \x01(\tR\x06gateId\x12\x16\n" +
@@ -6081,7 +6094,8 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\vclaim_token\x18\x05 \x01(\tH\x01R\n" +
 	"claimToken\x88\x01\x01\x12+\n" +
 	"\x11unknown_arguments\x18\x06 \x03(\tR\x10unknownArguments\x12(\n" +
-	"\x06caller\x18\a \x01(\v2\x10.realm.v1.CallerR\x06callerB\x0f\n" +
+	"\x06caller\x18\a \x01(\v2\x10.realm.v1.CallerR\x06caller\x122\n" +
+	"\x15responded_by_verified\x18\b \x01(\bR\x13respondedByVerifiedB\x0f\n" +
 	"\r_responded_byB\x0e\n" +
 	"\f_claim_token\"D\n" +
 	"\x1bSubmitHumanResponseResponse\x12%\n" +
