@@ -285,6 +285,11 @@ func (n *Notifier) open(ctx context.Context, run string, openedMS int64, now tim
 		n.o.Log.Info("  ℹ  Bidirectional Slack resolution unavailable (no thread anchor). Use terminal command shown above.", "run_id", run, "gate_id", rec.GateID)
 	}
 	var then []next
+	if ts != "" && rec.EveryMS == 0 && rec.ExpiresMS > 0 {
+		if line := deadNotification(rec.Step, rec.ExpiresMS-openedMS, n.o.ReminderInterval, n.o.EscalationThreshold); line != "" {
+			n.o.Log.Warn(line, "run_id", run, "gate_id", rec.GateID)
+		}
+	}
 	if ts != "" { // reminders and the escalation live in the thread
 		first := openedMS + n.o.ReminderInterval.Milliseconds()
 		if rec.EveryMS > 0 {
@@ -415,3 +420,22 @@ func endingLines(s *realmv1.RunState) []string {
 }
 
 func jsonUnmarshal(raw string, v any) error { return json.Unmarshal([]byte(raw), v) }
+
+// deadNotification is the advisory said once per gate (agent-driver
+// §14.3) when the operator's reminder or escalation cannot fire before
+// the gate's authored timeout ("" when both can). The spec gives only its
+// start, `⚠ dead notification: `; the rest says which and what to do.
+func deadNotification(step string, timeoutMS int64, reminder, escalation time.Duration) string {
+	var dead []string
+	if reminder.Milliseconds() >= timeoutMS {
+		dead = append(dead, fmt.Sprintf("the reminder (after %s)", reminder))
+	}
+	if escalation.Milliseconds() >= timeoutMS {
+		dead = append(dead, fmt.Sprintf("the escalation (after %s)", escalation))
+	}
+	if len(dead) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("⚠ dead notification: gate `%s` times out %s after it opened, before %s can be posted; declare reminder_seconds below its timeout_seconds to remind in Slack.",
+		step, time.Duration(timeoutMS)*time.Millisecond, strings.Join(dead, " and "))
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -254,3 +255,25 @@ func TestTwoReplicasPostEachGateAndEachReminderOnce(t *testing.T) {
 		})
 	}
 }
+
+// A gate whose authored timeout comes before the operator's reminder and
+// escalation gets the dead-notification advisory once (agent-driver
+// §14.3); one whose timeout leaves room for both gets none.
+func TestADeadNotificationIsSaidOnceWhenTheTimeoutComesFirst(t *testing.T) {
+	e := setup(t, "miniredis")
+	var logs syncBuffer
+	n := notifier.New(notifier.Options{
+		Redis: e.raw.Redis(), EnginePrefix: e.raw.Prefix(), Engine: e.eng, Poster: slackgate.NewBot("xoxb-test", "C0GATES", e.slack.APIURL()),
+		ReminderInterval: 10 * time.Minute, EscalationThreshold: 30 * time.Minute,
+		Log: slog.New(slog.NewTextHandler(&logs, nil)), Now: e.clock.Now,
+	})
+	e.open("expiring")
+	e.open("plain")
+	e.tick(n)
+	e.tick(n)
+	want := "⚠ dead notification: gate `approve` times out 1m0s after it opened, before the reminder (after 10m0s) and the escalation (after 30m0s) can be posted; declare reminder_seconds below its timeout_seconds to remind in Slack."
+	if got := strings.Count(logs.String(), "dead notification"); got != 1 || !strings.Contains(logs.String(), strconv.Quote(want)) {
+		t.Fatalf("advisories = %d, want 1:\n%s", got, logs.String())
+	}
+}
+
