@@ -276,4 +276,3 @@ func TestADeadNotificationIsSaidOnceWhenTheTimeoutComesFirst(t *testing.T) {
 		t.Fatalf("advisories = %d, want 1:\n%s", got, logs.String())
 	}
 }
-
