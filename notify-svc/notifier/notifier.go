@@ -285,8 +285,14 @@ func (n *Notifier) open(ctx context.Context, run string, openedMS int64, now tim
 		n.o.Log.Info("  ℹ  Bidirectional Slack resolution unavailable (no thread anchor). Use terminal command shown above.", "run_id", run, "gate_id", rec.GateID)
 	}
 	var then []next
-	if ts != "" && rec.EveryMS == 0 && rec.ExpiresMS > 0 {
-		if line := deadNotification(rec.Step, rec.ExpiresMS-openedMS, n.o.ReminderInterval, n.o.EscalationThreshold); line != "" {
+	if ts != "" && rec.ExpiresMS > 0 {
+		// The operator's reminder applies only where no reminder_seconds
+		// was authored; the escalation always.
+		operator := n.o.ReminderInterval
+		if rec.EveryMS > 0 {
+			operator = 0
+		}
+		if line := deadNotification(rec.Step, rec.ExpiresMS-openedMS, operator, n.o.EscalationThreshold); line != "" {
 			n.o.Log.Warn(line, "run_id", run, "gate_id", rec.GateID)
 		}
 	}
@@ -423,11 +429,12 @@ func jsonUnmarshal(raw string, v any) error { return json.Unmarshal([]byte(raw),
 
 // deadNotification is the advisory said once per gate (agent-driver
 // §14.3) when the operator's reminder or escalation cannot fire before
-// the gate's authored timeout ("" when both can). The spec gives only its
+// the gate's authored timeout ("" when both can; reminder 0: the gate
+// authored its own reminders). The spec gives only its
 // start, `⚠ dead notification: `; the rest says which and what to do.
 func deadNotification(step string, timeoutMS int64, reminder, escalation time.Duration) string {
 	var dead []string
-	if reminder.Milliseconds() >= timeoutMS {
+	if reminder > 0 && reminder.Milliseconds() >= timeoutMS {
 		dead = append(dead, fmt.Sprintf("the reminder (after %s)", reminder))
 	}
 	if escalation.Milliseconds() >= timeoutMS {
