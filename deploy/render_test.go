@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -104,9 +105,16 @@ func render(t *testing.T, dir string) *rendered {
 	return r
 }
 
+// kustomizing serialises kustomize runs: kyaml builds its OpenAPI schema
+// lazily in package globals without a lock, which the race detector
+// catches when parallel tests render overlays at once.
+var kustomizing sync.Mutex
+
 func renderDir(dir string) (*rendered, error) {
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	kustomizing.Lock()
 	resources, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	kustomizing.Unlock()
 	if err != nil {
 		return nil, err
 	}
