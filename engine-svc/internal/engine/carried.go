@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/engine-svc/internal/store"
@@ -112,26 +111,4 @@ func (t *txn) stampDefinition(e *record.Entry) {
 	}
 	v := t.def.Def.Version
 	e.DefinitionVersion, e.DefinitionHash = &v, t.def.Hash
-}
-
-// carriedCache keeps compiled carried definitions by hash, bounded.
-type carriedCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]*compiled
-}
-
-func (c *carriedCache) get(hash string) *compiled {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[hash]
-}
-
-func (c *carriedCache) put(hash string, d *compiled) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= c.max {
-		clear(c.m) // crude but bounded: a miss only compiles again
-	}
-	c.m[hash] = d
 }

@@ -73,8 +73,8 @@ type Engine struct {
 	log  *slog.Logger
 	defs *defCache
 	// carriedDefs are the compiled definitions runs carry, by hash.
-	carriedDefs *carriedCache
-	runs        *runCache
+	carriedDefs *bounded[*compiled]
+	runs        *bounded[*decoded]
 	reg         *registry.Registry
 	conns       *connPool
 	m           *instruments
@@ -111,8 +111,8 @@ func New(o Options) *Engine {
 		now:         o.Clock,
 		log:         o.Logger,
 		defs:        newDefCache(o.DefinitionTTL),
-		carriedDefs: &carriedCache{max: 256, m: map[string]*compiled{}},
-		runs:        &runCache{max: o.RunCacheSize, m: map[string]*decoded{}},
+		carriedDefs: newBounded[*compiled](256),
+		runs:        newBounded[*decoded](o.RunCacheSize),
 		reg:         o.Registry,
 		conns:       &connPool{opts: o.RunnerDialOptions},
 		m:           newInstruments(o.Metrics),
@@ -158,35 +158,38 @@ func hashBytes(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// runCache is the versioned run cache: a snapshot is used only as a guess;
-// a stale one is refused by the store's compare-and-set and reloaded.
-type runCache struct {
+// bounded is a map of at most max entries, safe for concurrent use. It
+// holds what only saves work (the versioned run snapshots, used as a guess
+// that the store's compare-and-set refuses when stale; compiled carried
+// definitions by hash), never a source of truth, so when full it is
+// dropped whole: crude but bounded, and a miss only costs a reload.
+type bounded[V any] struct {
 	mu  sync.Mutex
 	max int
-	m   map[string]*decoded
+	m   map[string]V
 }
 
-func (c *runCache) get(id string) *decoded {
+func newBounded[V any](max int) *bounded[V] { return &bounded[V]{max: max, m: map[string]V{}} }
+
+func (c *bounded[V]) get(key string) V {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.m[id]
+	return c.m[key]
 }
 
-func (c *runCache) put(id string, s *decoded) {
+func (c *bounded[V]) put(key string, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.m) >= c.max {
-		// Dropping everything is crude but bounded; the cache only saves
-		// a round trip, it is never the source of truth.
 		clear(c.m)
 	}
-	c.m[id] = s
+	c.m[key] = v
 }
 
-func (c *runCache) drop(id string) {
+func (c *bounded[V]) drop(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.m, id)
+	delete(c.m, key)
 }
 
 // defCache keeps compiled definitions for a short time.

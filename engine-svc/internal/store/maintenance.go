@@ -304,17 +304,12 @@ func (r *Redis) FindResidue(ctx context.Context) ([]Residue, error) {
 		found = append(found, res)
 	}
 	for chunk := range slices.Chunk(inv.idem, scanBatch) {
-		cmds := make([]*redis.StringCmd, len(chunk))
-		if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, k := range chunk {
-				cmds[i] = p.Get(ctx, k)
-			}
-			return nil
-		}); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("store: read idempotency keys: %w", err)
+		holders, err := r.idemHolders(ctx, chunk)
+		if err != nil {
+			return nil, err
 		}
 		for i, k := range chunk {
-			if holder := cmds[i].Val(); holder != "" && !inv.docs[holder] && validRunID(holder) == nil {
+			if holder := holders[i]; holder != "" && !inv.docs[holder] && validRunID(holder) == nil {
 				found = append(found, Residue{Kind: ResidueKey, RunID: holder, Key: k})
 			}
 		}

@@ -319,17 +319,12 @@ func (r *Redis) sideResidue(ctx context.Context, keys []string) ([]Residue, erro
 	if len(idem) == 0 {
 		return found, nil
 	}
-	cmds := make([]*redis.StringCmd, len(idem))
-	if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range idem {
-			cmds[i] = p.Get(ctx, k)
-		}
-		return nil
-	}); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("store: read idempotency keys: %w", err)
+	holders, err := r.idemHolders(ctx, idem)
+	if err != nil {
+		return nil, err
 	}
 	for i, k := range idem {
-		if holder := cmds[i].Val(); holder != "" && validRunID(holder) == nil {
+		if holder := holders[i]; holder != "" && validRunID(holder) == nil {
 			found = append(found, Residue{Kind: ResidueKey, RunID: holder, Key: k})
 		}
 	}
@@ -338,3 +333,22 @@ func (r *Redis) sideResidue(ctx context.Context, keys []string) ([]Residue, erro
 
 // msTime is an index score in milliseconds as a time.
 func msTime(score float64) time.Time { return time.UnixMilli(int64(score)).UTC() }
+
+// idemHolders reads, in one pipeline, the run each idempotency key names
+// ("" for a key gone since it was listed).
+func (r *Redis) idemHolders(ctx context.Context, keys []string) ([]string, error) {
+	cmds := make([]*redis.StringCmd, len(keys))
+	if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.Get(ctx, k)
+		}
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("store: read idempotency keys: %w", err)
+	}
+	out := make([]string, len(keys))
+	for i, c := range cmds {
+		out[i] = c.Val()
+	}
+	return out, nil
+}
