@@ -12,6 +12,8 @@ package adapters
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/realm-go/realm/pkg/runner"
 )
@@ -21,6 +23,24 @@ const (
 	NameHTTP       = "http"
 	NameFilesystem = "filesystem"
 )
+
+// builder constructs the catalog adapter a manifest entry registers as
+// name, from the entry's config (secrets resolved; empty without one).
+type builder func(name string, config map[string]any, opts Options) (runner.Adapter, error)
+
+// builders are the catalog adapters a manifest entry may `use:`, besides
+// filesystem (built apart: it needs the runner's root). Each adapter's
+// file holds its constructor; this table is the one place they meet.
+var builders = map[string]builder{
+	NameHTTP: func(name string, config map[string]any, opts Options) (runner.Adapter, error) {
+		return NewHTTP(name, config, opts)
+	},
+}
+
+// Built are the catalog names this runner can build, sorted.
+func Built() []string {
+	return slices.Sorted(maps.Keys(builders))
+}
 
 // CatalogNames are the spec's ten catalog names (§13.2).
 var CatalogNames = []string{"github", "slack", "http", "airtable", "gorgias", "shopify", "notion", "parcelpanel", "filesystem", "mock"}

@@ -1,6 +1,7 @@
 package adapters
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/realm-go/realm/pkg/errcode"
@@ -40,4 +41,13 @@ func aborted(what string, err error) *handler.WorkflowError {
 	e := fail(errcode.StepAborted, nil, "%s was cancelled because the step's time limit passed", what)
 	e.Err = err
 	return e
+}
+
+// asWorkflowError is err's WorkflowError, nil when it is a plain error.
+func asWorkflowError(err error) *handler.WorkflowError {
+	var we *handler.WorkflowError
+	if errors.As(err, &we) {
+		return we
+	}
+	return nil
 }

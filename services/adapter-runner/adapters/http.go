@@ -95,6 +95,9 @@ type HTTP struct {
 	// deadline bounds each call), every connection checked by the guard,
 	// redirects followed on the same host only.
 	client *http.Client
+	// api holds the 429 loop and the classification every adapter
+	// shares; the http adapter's base URL and headers come per call.
+	api *api
 }
 
 // constructionKeys are the keys a manifest entry's config may have.
@@ -133,7 +136,11 @@ func NewHTTP(name string, construction map[string]any, opts Options) (*HTTP, err
 	// Each request continues the step's trace (a no-op until tracing.Setup
 	// configures an exporter).
 	client := &http.Client{CheckRedirect: allowed.checkRedirect, Transport: tracing.Transport(guardedTransport(allowed))}
-	return &HTTP{name: name, construction: construction, opts: opts.withDefaults(), client: client}, nil
+	opts = opts.withDefaults()
+	shared := &api{name: name, opts: opts, client: client, rules: rules{actions: map[errcode.Code]errcode.AgentAction{
+		errcode.ServiceHTTP4xx: errcode.ActionReportToUser,
+	}}}
+	return &HTTP{name: name, construction: construction, opts: opts, client: client, api: shared}, nil
 }
 
 var httpMethods = map[string]string{
@@ -156,8 +163,7 @@ func (a *HTTP) Call(ctx context.Context, call runner.AdapterCall) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	lim, err := readLimits(call.Config)
-	if err != nil {
+	if _, err := readLimits(call.Config); err != nil {
 		return nil, err
 	}
 	target, err := a.target(cfg.baseURL, call.Operation)
@@ -173,66 +179,11 @@ func (a *HTTP) Call(ctx context.Context, call runner.AdapterCall) (any, error) {
 		return nil, err
 	}
 
-	key := limiterKey(a.name, call.Config)
-	clock := a.opts.Limiters.Clock()
-	for waits := 0; ; waits++ {
-		// A service that asked everyone to wait (an earlier 429) is waited
-		// out under the same bounds as this call's own 429.
-		if paused := a.opts.Limiters.PausedFor(key); paused > 0 {
-			if err := a.bounded(ctx, lim, paused, map[string]any{"method": verb, "url": redact(target), "paused": true},
-				"%s %s was not sent: the service asked to wait (an earlier 429)", verb, redact(target)); err != nil {
-				return nil, err
-			}
-		}
-		if err := a.opts.Limiters.Wait(ctx, key, lim.bucket); err != nil {
-			return nil, aborted("The call waiting for the service's rate limit", err)
-		}
-		resp, err := a.send(ctx, verb, target, body, cfg, token)
-		if err != nil {
-			return nil, err
-		}
-		if resp.status != http.StatusTooManyRequests {
-			return a.result(verb, target, resp)
-		}
-		named, hasNamed := retryAfter(resp.header.Get("Retry-After"), clock.Now())
-		wait, known := lim.retryWait(named, hasNamed, 0)
-		details := resp.details(verb, target)
-		format, args := "%s %s answered 429 Too Many Requests", []any{verb, redact(target)}
-		if !known {
-			return nil, fail(errcode.ServiceRateLimited, details, format, args...)
-		}
-		a.opts.Limiters.Pause(key, clock.Now().Add(wait))
-		if waits >= MaxRateLimitWaits {
-			details["retry_after"] = wait.Seconds()
-			return nil, fail(errcode.ServiceRateLimited, details, format+" %d times", append(args, waits+1)...)
-		}
-		if err := a.bounded(ctx, lim, wait, details, format, args...); err != nil {
-			return nil, err
-		}
-		if err := clock.Sleep(ctx, wait); err != nil {
-			return nil, aborted("The call waiting out the service's 429", err)
-		}
+	resp, err := a.api.exchange(ctx, call.Config, verb, target, func() (answer, error) { return a.send(ctx, verb, target, body, cfg, token) })
+	if err != nil {
+		return nil, err
 	}
-}
-
-// bounded decides whether a rate-limit wait may be waited: longer than
-// max_retry_seconds fails at once and is not to be retried (spec §3.4); a
-// wait past the step's deadline fails at once, retryable; otherwise nil.
-func (a *HTTP) bounded(ctx context.Context, lim limits, wait time.Duration, details map[string]any, format string, args ...any) error {
-	details["retry_after"] = wait.Seconds()
-	if lim.tooLong(wait) {
-		e := fail(errcode.ServiceRateLimited, details, format+"; it asks to wait %gs, longer than the service's max_retry_seconds (%gs)",
-			append(args, wait.Seconds(), lim.ceiling)...)
-		e.Retryable = false
-		e.Details["max_retry_seconds"] = lim.ceiling
-		return e
-	}
-	// ctx's deadline is wall time, whatever clock the limiter runs on.
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
-		return fail(errcode.ServiceRateLimited, details, format+"; the wait it asks for (%gs) passes the step's time limit",
-			append(args, wait.Seconds())...)
-	}
-	return nil
+	return a.result(verb, target, resp)
 }
 
 // target is {base_url}/{operation}, with params added later for GET and
@@ -387,23 +338,28 @@ func (a *HTTP) send(ctx context.Context, verb string, u *url.URL, body []byte, c
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return answer{}, a.transportError(ctx, verb, u, err)
+		return answer{}, transportError(ctx, verb, u, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, a.opts.MaxResponseBytes+1))
+	return readAnswer(ctx, verb, u, resp, a.opts.MaxResponseBytes)
+}
+
+// readAnswer reads a reply's body, bounded by limit bytes.
+func readAnswer(ctx context.Context, verb string, u *url.URL, resp *http.Response, limit int64) (answer, error) {
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return answer{}, a.transportError(ctx, verb, u, err)
+		return answer{}, transportError(ctx, verb, u, err)
 	}
-	if int64(len(raw)) > a.opts.MaxResponseBytes {
+	if int64(len(raw)) > limit {
 		return answer{}, fail(errcode.ServiceResponseInvalid, map[string]any{"status": resp.StatusCode, "method": verb, "url": redact(u)},
-			"%s %s answered more than %d bytes", verb, redact(u), a.opts.MaxResponseBytes)
+			"%s %s answered more than %d bytes", verb, redact(u), limit)
 	}
 	return answer{status: resp.StatusCode, header: resp.Header, body: raw}, nil
 }
 
 // transportError classifies a request that got no answer: the step's
 // deadline, a refused redirect, or the network.
-func (a *HTTP) transportError(ctx context.Context, verb string, u *url.URL, err error) error {
+func transportError(ctx context.Context, verb string, u *url.URL, err error) error {
 	if ctx.Err() != nil {
 		return aborted(fmt.Sprintf("%s %s", verb, redact(u)), ctx.Err())
 	}
@@ -417,7 +373,7 @@ func (a *HTTP) transportError(ctx context.Context, verb string, u *url.URL, err 
 	if errors.As(err, &refused) {
 		details["address"] = refused.addr.String()
 		return fail(errcode.EngineAdapterFailed, details,
-			"%s %s was refused: %v. The http adapter reaches only public addresses unless the deployment allows the host (manifest config.allow_hosts, or the runner's -allow-host)",
+			"%s %s was refused: %v. The adapters reach only public addresses unless the deployment allows the host (manifest config.allow_hosts or base_url, or the runner's -allow-host)",
 			verb, redact(u), refused)
 	}
 	if errors.Is(err, errCrossHostRedirect) {
@@ -428,30 +384,16 @@ func (a *HTTP) transportError(ctx context.Context, verb string, u *url.URL, err 
 	return e
 }
 
-// result maps a non-429 answer: 2xx → {status, data}; otherwise the error
-// of spec §13.4.
+// result is a 2xx answer as {status, data}.
 func (a *HTTP) result(verb string, u *url.URL, r answer) (any, error) {
-	where := fmt.Sprintf("%s %s", verb, redact(u))
-	statusText := fmt.Sprintf("%d %s", r.status, http.StatusText(r.status))
-	switch {
-	case r.status >= 200 && r.status < 300:
-		var data any = map[string]any{} // an empty body (204) records {}
-		if len(bytes.TrimSpace(r.body)) > 0 {
-			if err := json.Unmarshal(r.body, &data); err != nil {
-				return nil, fail(errcode.ServiceResponseInvalid, r.details(verb, u), "%s answered %s with a body that is not JSON: %v", where, statusText, err)
-			}
+	var data any = map[string]any{} // an empty body (204) records {}
+	if len(bytes.TrimSpace(r.body)) > 0 {
+		if err := json.Unmarshal(r.body, &data); err != nil {
+			return nil, fail(errcode.ServiceResponseInvalid, r.details(verb, u), "%s %s answered %d %s with a body that is not JSON: %v",
+				verb, redact(u), r.status, http.StatusText(r.status), err)
 		}
-		return map[string]any{"status": r.status, "data": data}, nil
-	case r.status == http.StatusUnauthorized:
-		return nil, fail(errcode.ServiceAuthFailed, r.details(verb, u), "%s answered %s: the service refused the configured credentials", where, statusText)
-	case r.status == http.StatusNotFound:
-		return nil, fail(errcode.ServiceNotFound, r.details(verb, u), "%s answered %s", where, statusText)
-	case r.status >= 400 && r.status < 500:
-		return nil, withAction(fail(errcode.ServiceHTTP4xx, r.details(verb, u), "%s answered %s", where, statusText), errcode.ActionReportToUser)
-	case r.status >= 500 && r.status < 600:
-		return nil, fail(errcode.ServiceHTTP5xx, r.details(verb, u), "%s answered %s", where, statusText)
 	}
-	return nil, fail(errcode.ServiceResponseInvalid, r.details(verb, u), "%s answered an unexpected %s", where, statusText)
+	return map[string]any{"status": r.status, "data": data}, nil
 }
 
 // retryAfter reads a Retry-After header: delay-seconds or an HTTP date.

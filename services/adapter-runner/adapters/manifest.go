@@ -60,12 +60,16 @@ func buildManifest(f *manifest.File, opts Options, fsRoot string) (map[string]ru
 		switch {
 		case use == "":
 			return nil, f.Errorf("adapters.%s needs 'use:' — a catalog name (adapters) or a module reference './path.js#Export'.", name)
-		case use == NameHTTP:
-			h, err := NewHTTP(name, resolved.(map[string]any), opts)
-			if err != nil {
-				return nil, f.Errorf("constructing adapters.%s (use: http) failed: %w", name, err)
+		case builders[use] != nil:
+			m, _ := resolved.(map[string]any)
+			if m == nil {
+				m = map[string]any{}
 			}
-			out[name] = h
+			a, err := builders[use](name, m, opts)
+			if err != nil {
+				return nil, f.Errorf("constructing adapters.%s (use: %s) failed: %w", name, use, err)
+			}
+			out[name] = a
 		case use == NameFilesystem:
 			if len(config) > 0 {
 				return nil, f.Errorf("adapters.%s — catalog adapter 'filesystem' takes no config; remove the 'config:' block.", name)
@@ -79,7 +83,7 @@ func buildManifest(f *manifest.File, opts Options, fsRoot string) (map[string]ru
 			}
 			out[name] = fs
 		case slices.Contains(CatalogNames, use):
-			return nil, f.Errorf("adapters.%s — catalog adapter '%s' is not built into the adapter runner (it has: filesystem, http).", name, use)
+			return nil, f.Errorf("adapters.%s — catalog adapter '%s' is not built into the adapter runner (it has: %s).", name, use, strings.Join(slices.Sorted(slices.Values(append(Built(), NameFilesystem))), ", "))
 		case strings.Contains(use, "/") || strings.HasSuffix(use, ".js") || strings.HasSuffix(use, ".mjs") || strings.HasSuffix(use, ".ts"):
 			return nil, f.Errorf("adapters.%s — module reference '%s' cannot be loaded by the adapter runner; serve a custom adapter from your own runner (pkg/runner).", name, use)
 		default:
