@@ -110,8 +110,12 @@ func (w wantErr) check(t *testing.T, e *handler.WorkflowError) {
 // commerceCase is one adapter of the family with a call that succeeds
 // against its stub.
 type commerceCase struct {
-	name     string
-	stub     interface{ Fail(apistub.Failure); Close(); Requests() []apistub.Request }
+	name string
+	stub interface {
+		Fail(apistub.Failure)
+		Close()
+		Requests() []apistub.Request
+	}
 	ex       apistub.Example
 	notFound wantErr
 	// noRetryAfter is the 429 without Retry-After: the adapter's default

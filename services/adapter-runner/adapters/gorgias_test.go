@@ -102,6 +102,8 @@ func TestGorgiasGetMessagesFollowsCursorsUpToItsLimit(t *testing.T) {
 			[]string{"/api/tickets/102/messages?limit=30"}, 30, false},
 		{"pages of 100 are followed by cursor", 250, map[string]any{"ticket_id": 102.0, "limit": 150.0, "order_by": "created_datetime:asc"},
 			[]string{"/api/tickets/102/messages?limit=100&order_by=created_datetime%3Aasc", "/api/tickets/102/messages?cursor=MTAw&limit=100&order_by=created_datetime%3Aasc"}, 150, true},
+		{"a last page with more than the limit leaves is truncated", 200, map[string]any{"ticket_id": 102.0, "limit": 150.0},
+			[]string{"/api/tickets/102/messages?limit=100", "/api/tickets/102/messages?cursor=MTAw&limit=100"}, 150, true},
 		{"the limit is capped at 200", 250, map[string]any{"ticket_id": 102.0, "limit": 1000.0},
 			[]string{"/api/tickets/102/messages?limit=100", "/api/tickets/102/messages?cursor=MTAw&limit=100"}, 200, true},
 		{"200 of 200 is complete", 200, map[string]any{"ticket_id": 102.0, "limit": 200.0},

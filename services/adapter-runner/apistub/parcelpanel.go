@@ -30,7 +30,9 @@ type ParcelPanel struct{ stub }
 // NewParcelPanel starts the stub; t's cleanup stops it.
 func NewParcelPanel(t testing.TB) *ParcelPanel {
 	p := &ParcelPanel{}
-	p.errBody = func(status int) any { return map[string]any{"code": float64(status), "message": http.StatusText(status)} }
+	p.errBody = func(status int) any {
+		return map[string]any{"code": float64(status), "message": http.StatusText(status)}
+	}
 	p.start(t, p.route)
 	return p
 }
