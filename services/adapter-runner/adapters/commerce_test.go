@@ -268,24 +268,35 @@ func TestCommerceAdaptersServeThroughTheRunner(t *testing.T) {
 		built[c.name], _ = mustBuild(t, c.ex)
 	}
 	s := serve(t, built)
+	send := func(t *testing.T, c commerceCase) *realmv1.CallAdapterResponse {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		resp, err := s.client.CallAdapter(ctx, &realmv1.CallAdapterRequest{
+			Adapter: c.name, Method: c.ex.Method, Operation: c.ex.Operation,
+			Params: mustStruct(t, c.ex.Params), Config: mustStruct(t, map[string]any{"adapter": c.name, "trust": "engine_delivered"}),
+			RunId: "run-1", Step: "step",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	// Sequential: the second call switches the stub to fail.
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-			defer cancel()
-			resp, err := s.client.CallAdapter(ctx, &realmv1.CallAdapterRequest{
-				Adapter: c.name, Method: c.ex.Method, Operation: c.ex.Operation,
-				Params: mustStruct(t, c.ex.Params), Config: mustStruct(t, map[string]any{"adapter": c.name, "trust": "engine_delivered"}),
-				RunId: "run-1", Step: "step",
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := send(t, c)
 			if resp.GetError() != nil {
 				t.Fatalf("error %s: %s", resp.GetError().GetCode(), resp.GetError().GetMessage())
 			}
 			got := resp.GetData().AsInterface().(map[string]any)
 			if asJSON(t, got["data"]) != asJSON(t, c.ex.Data) || got["status"] != 200.0 {
 				t.Errorf("answer = %s", asJSON(t, got))
+			}
+			c.stub.Fail(apistub.Failure{Status: 404})
+			e := send(t, c).GetError()
+			if e.GetCode() != string(c.notFound.code) || e.GetAgentAction() != string(c.notFound.action) || e.GetRetryable() {
+				t.Errorf("404 = %s/%s retryable %v, want %s/%s", e.GetCode(), e.GetAgentAction(), e.GetRetryable(), c.notFound.code, c.notFound.action)
 			}
 		})
 	}

@@ -216,3 +216,36 @@ func TestGorgiasConstructionConfigIsChecked(t *testing.T) {
 		})
 	}
 }
+
+func TestGorgiasFollowsRedirectsOnReadsOnly(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, method, op string
+		params           map[string]any
+		sent             int
+		fails            bool
+	}{
+		{"a read follows it", "fetch", "get_ticket", map[string]any{"ticket_id": 101.0}, 2, false},
+		{"a create is refused", "create", "create_customer", map[string]any{"email": "x@example.com"}, 1, true},
+		{"an update is refused", "update", "update_ticket", map[string]any{"ticket_id": 101.0, "status": "closed"}, 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := apistub.NewGorgias(t)
+			a, _ := mustBuild(t, apistub.GorgiasExample(g))
+			g.Fail(apistub.Failure{Status: 301, Location: "/api/tickets/101", Times: 1})
+			_, e := invoke(t, a, tt.method, tt.op, tt.params)
+			if n := len(g.Requests()); n != tt.sent {
+				t.Errorf("%d requests, want %d", n, tt.sent)
+			}
+			if !tt.fails {
+				if e != nil {
+					t.Fatal(e)
+				}
+				return
+			}
+			wantErr{errcode.ServiceUnexpectedRedirect, errcode.ActionStop, false, nil}.check(t, e)
+		})
+	}
+}

@@ -42,6 +42,8 @@ type Failure struct {
 	Status int
 	// RetryAfter is the Retry-After header of a 429 ("" sends none).
 	RetryAfter string
+	// Location is the Location header of a 3xx.
+	Location string
 	// Malformed answers 200 with a body that is not JSON.
 	Malformed bool
 	// Hang answers nothing until the client gives up.
@@ -104,6 +106,9 @@ func (s *stub) start(t testing.TB, route http.HandlerFunc) {
 		default:
 			if f.RetryAfter != "" {
 				w.Header().Set("Retry-After", f.RetryAfter)
+			}
+			if f.Location != "" {
+				w.Header().Set("Location", f.Location)
 			}
 			writeJSON(w, f.Status, s.errBody(f.Status))
 		}
