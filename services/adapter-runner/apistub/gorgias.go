@@ -187,8 +187,9 @@ func (g *Gorgias) page(w http.ResponseWriter, r *http.Request, items []map[strin
 	}
 	from := 0
 	if c := q.Get("cursor"); c != "" {
-		b, err := base64.RawURLEncoding.DecodeString(c)
-		if from, err = strconv.Atoi(string(b)); err != nil || from > len(items) {
+		b, _ := base64.RawURLEncoding.DecodeString(c)
+		var err error
+		if from, err = strconv.Atoi(string(b)); err != nil || from < 0 || from > len(items) {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"msg": "Invalid cursor"}})
 			return
 		}
