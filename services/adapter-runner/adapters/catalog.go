@@ -35,6 +35,9 @@ var builders = map[string]builder{
 	NameHTTP: func(name string, config map[string]any, opts Options) (runner.Adapter, error) {
 		return NewHTTP(name, config, opts)
 	},
+	NameGorgias:     newGorgias,
+	NameShopify:     newShopify,
+	NameParcelPanel: newParcelPanel,
 }
 
 // Built are the catalog names this runner can build, sorted.
