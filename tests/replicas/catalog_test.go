@@ -28,6 +28,9 @@ import (
 // service's stub.
 var catalogExamples = []func(testing.TB) apistub.Example{
 	httpExample,
+	func(tb testing.TB) apistub.Example { return apistub.GorgiasExample(apistub.NewGorgias(tb)) },
+	func(tb testing.TB) apistub.Example { return apistub.ShopifyExample(apistub.NewShopify(tb)) },
+	func(tb testing.TB) apistub.Example { return apistub.ParcelPanelExample(apistub.NewParcelPanel(tb)) },
 }
 
 // httpExample is the http adapter built from a manifest entry, on a local

@@ -44,7 +44,7 @@ func fromManifest(t *testing.T, use string, config map[string]any, secrets map[s
 // mustBuild is fromManifest that fails the test on a construction error.
 func mustBuild(t *testing.T, ex apistub.Example) (runner.Adapter, *fakeClock) {
 	t.Helper()
-	a, clock, err := fromManifest(t, ex.Use, ex.Config, ex.Secrets)
+	a, clock, err := fromManifest(t, ex.Adapter, ex.Config, ex.Env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestCommerceAdaptersAnswerTheirExamples(t *testing.T) {
 			if e != nil {
 				t.Fatal(e)
 			}
-			if got, want := dataOf(t, out), asJSON(t, c.ex.Data); got != want {
+			if got, want := dataOf(t, out), asJSON(t, c.ex.Output); got != want {
 				t.Errorf("data = %s\nwant %s", got, want)
 			}
 		})
@@ -236,7 +236,7 @@ func TestCommerceAdaptersClassifyFailuresPerSpec(t *testing.T) {
 						if e != nil {
 							t.Fatal(e)
 						}
-						if got := dataOf(t, out); got != asJSON(t, c.ex.Data) {
+						if got := dataOf(t, out); got != asJSON(t, c.ex.Output) {
 							t.Errorf("data = %s", got)
 						}
 						return
@@ -290,7 +290,7 @@ func TestCommerceAdaptersServeThroughTheRunner(t *testing.T) {
 				t.Fatalf("error %s: %s", resp.GetError().GetCode(), resp.GetError().GetMessage())
 			}
 			got := resp.GetData().AsInterface().(map[string]any)
-			if asJSON(t, got["data"]) != asJSON(t, c.ex.Data) || got["status"] != 200.0 {
+			if asJSON(t, got["data"]) != asJSON(t, c.ex.Output) || got["status"] != 200.0 {
 				t.Errorf("answer = %s", asJSON(t, got))
 			}
 			c.stub.Fail(apistub.Failure{Status: 404})

@@ -108,7 +108,7 @@ func TestShopifyThrottledIsARateLimitWithRetryAfterTwo(t *testing.T) {
 				if e != nil {
 					t.Fatal(e)
 				}
-				if got := dataOf(t, out); got != asJSON(t, ex.Data) {
+				if got := dataOf(t, out); got != asJSON(t, ex.Output) {
 					t.Errorf("data = %s", got)
 				}
 				return

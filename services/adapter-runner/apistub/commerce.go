@@ -53,20 +53,6 @@ type Failure struct {
 	Times int
 }
 
-// Example is one call of an adapter against its stub, for table-driven
-// end-to-end tests: a realm.yaml adapters entry (use + config, whose
-// ${secret:NAME} references Secrets resolves), the call, and the step
-// output it gives.
-type Example struct {
-	Use       string
-	Config    map[string]any
-	Secrets   map[string]string
-	Method    string
-	Operation string
-	Params    map[string]any
-	Data      map[string]any
-}
-
 // stub is what every stub shares: the server, the record, the failure
 // switch.
 type stub struct {

@@ -241,16 +241,16 @@ func decode(w http.ResponseWriter, r *http.Request, errBody func(int) any) (map[
 // GorgiasExample reads ticket 101 from g.
 func GorgiasExample(g *Gorgias) Example {
 	return Example{
-		Use: "gorgias",
+		Adapter: "gorgias",
 		Config: map[string]any{
 			"domain": "acme", "base_url": g.URL(),
 			"auth": map[string]any{"type": "basic", "token": "${secret:GORGIAS_TOKEN}"},
 		},
-		Secrets:   map[string]string{"GORGIAS_TOKEN": g.Token()},
+		Env:       map[string]string{"GORGIAS_TOKEN": g.Token()},
 		Method:    "fetch",
 		Operation: "get_ticket",
 		Params:    map[string]any{"ticket_id": 101.0},
-		Data: map[string]any{
+		Output: map[string]any{
 			"id": 101.0, "uri": "/api/tickets/101/", "status": "open", "channel": "email", "via": "email",
 			"subject": "Where is my order #1030?", "customer": map[string]any{"id": 7.0, "email": "ana@example.com"},
 			"tags": []any{}, "created_datetime": "2026-03-01T08:00:00+00:00",

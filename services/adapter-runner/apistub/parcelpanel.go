@@ -64,15 +64,15 @@ func (p *ParcelPanel) route(w http.ResponseWriter, r *http.Request) {
 // ParcelPanelExample looks order #1030 up in the main store of p.
 func ParcelPanelExample(p *ParcelPanel) Example {
 	return Example{
-		Use: "parcelpanel",
+		Adapter: "parcelpanel",
 		Config: map[string]any{
 			"base_url": p.URL(),
 			"stores":   map[string]any{"main": "${secret:PARCELPANEL_MAIN_KEY}", "outlet": "${secret:PARCELPANEL_OUTLET_KEY}"},
 		},
-		Secrets:   map[string]string{"PARCELPANEL_MAIN_KEY": ParcelPanelKeyMain, "PARCELPANEL_OUTLET_KEY": ParcelPanelKeyOutlet},
+		Env:       map[string]string{"PARCELPANEL_MAIN_KEY": ParcelPanelKeyMain, "PARCELPANEL_OUTLET_KEY": ParcelPanelKeyOutlet},
 		Method:    "fetch",
 		Operation: "get_tracking",
 		Params:    map[string]any{"store": "main", "order_number": " #1030"},
-		Data:      ParcelPanelOrder,
+		Output:    ParcelPanelOrder,
 	}
 }

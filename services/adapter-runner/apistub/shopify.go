@@ -110,7 +110,7 @@ func (s *Shopify) route(w http.ResponseWriter, r *http.Request) {
 // ShopifyExample runs ShopifyOrderQuery on the eu store of s.
 func ShopifyExample(s *Shopify) Example {
 	return Example{
-		Use: "shopify",
+		Adapter: "shopify",
 		Config: map[string]any{
 			"base_url": s.URL(),
 			"stores": map[string]any{
@@ -118,10 +118,10 @@ func ShopifyExample(s *Shopify) Example {
 				"us": map[string]any{"shop_domain": "acme-us", "access_token": "${secret:SHOPIFY_US_TOKEN}"},
 			},
 		},
-		Secrets:   map[string]string{"SHOPIFY_EU_TOKEN": ShopifyTokenEU, "SHOPIFY_US_TOKEN": ShopifyTokenUS},
+		Env:       map[string]string{"SHOPIFY_EU_TOKEN": ShopifyTokenEU, "SHOPIFY_US_TOKEN": ShopifyTokenUS},
 		Method:    "fetch",
 		Operation: "query",
 		Params:    map[string]any{"store": "eu", "query": ShopifyOrderQuery, "variables": map[string]any{"query": "name:#1030"}},
-		Data:      ShopifyOrderData,
+		Output:    ShopifyOrderData,
 	}
 }
