@@ -27,6 +27,10 @@ type api struct {
 	header http.Header
 	opts   Options
 	client *http.Client
+	// writes sends everything but GET and HEAD: it follows no redirect,
+	// since Go's client would resend a redirected POST, PUT or PATCH as
+	// a GET without its body, and the write would look done.
+	writes *http.Client
 	rules  rules
 }
 
@@ -83,7 +87,9 @@ func newAPI(name, base string, header http.Header, opts Options, r rules) (*api,
 		}
 		r.actions[errcode.ServiceHTTP5xx] = errcode.ActionReportToUser
 	}
-	return &api{name: name, base: strings.TrimRight(base, "/"), header: header, opts: opts.withDefaults(), client: client, rules: r}, nil
+	writes := *client
+	writes.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &api{name: name, base: strings.TrimRight(base, "/"), header: header, opts: opts.withDefaults(), client: client, writes: &writes, rules: r}, nil
 }
 
 // url is the request's full URL.
@@ -208,6 +214,9 @@ func (a *api) classify(verb string, u *url.URL, r answer) error {
 	switch {
 	case r.status >= 200 && r.status < 300:
 		return nil
+	case r.status >= 300 && r.status < 400 && verb != http.MethodGet && verb != http.MethodHead:
+		err = fail(errcode.ServiceUnexpectedRedirect, r.details(verb, u),
+			"%s answered %d %s: a redirected write is not followed (it would be resent as a GET without its body)", where, r.status, statusText)
 	case r.status == http.StatusUnauthorized:
 		err = fail(errcode.ServiceAuthFailed, r.details(verb, u), "%s answered %d %s: the service refused the configured credentials", where, r.status, statusText)
 	case r.status == http.StatusNotFound && a.rules.notFound != "":
@@ -243,7 +252,11 @@ func (a *api) send(ctx context.Context, verb string, u *url.URL, body []byte, he
 	if body != nil && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := a.client.Do(req)
+	client := a.client
+	if verb != http.MethodGet && verb != http.MethodHead && a.writes != nil {
+		client = a.writes
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return answer{}, transportError(ctx, verb, u, err)
 	}

@@ -35,10 +35,7 @@ var gorgiasDomain = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$
 type gorgias struct {
 	name string
 	api  *api
-	// writes sends the creates and updates: it follows no redirect, since
-	// a redirected POST or PUT comes back as a GET without its body.
-	writes *api
-	ops    ops
+	ops  ops
 }
 
 func newGorgias(name string, config map[string]any, opts Options) (runner.Adapter, error) {
@@ -76,10 +73,7 @@ func newGorgias(name string, config map[string]any, opts Options) (runner.Adapte
 	if err != nil {
 		return nil, err
 	}
-	writes, c := *a, *a.client
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	writes.client = &c
-	g := &gorgias{name: name, api: a, writes: &writes}
+	g := &gorgias{name: name, api: a}
 	g.ops = ops{
 		"fetch": {
 			"get_ticket":     g.getOne("ticket_id", "tickets"),
@@ -207,13 +201,7 @@ func (g *gorgias) write(method, idKey, collection, sub string) op {
 			path += "/" + sub
 		}
 		var out any
-		resp, err := g.writes.call(ctx, call.Config, request{method: method, path: path, body: body}, &out)
-		if we := asWorkflowError(err); we != nil {
-			if st, _ := we.Details["status"].(int); st >= 300 && st < 400 {
-				return nil, fail(errcode.ServiceUnexpectedRedirect, we.Details,
-					"%s: Gorgias redirected a write, which is not followed (the redirect would resend it as a GET without its body)", we.Message)
-			}
-		}
+		resp, err := g.api.call(ctx, call.Config, request{method: method, path: path, body: body}, &out)
 		if err != nil {
 			return nil, err
 		}
