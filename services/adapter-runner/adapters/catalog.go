@@ -35,6 +35,9 @@ var builders = map[string]builder{
 	NameHTTP: func(name string, config map[string]any, opts Options) (runner.Adapter, error) {
 		return NewHTTP(name, config, opts)
 	},
+	NameAirtable: newAirtable,
+	NameNotion:   newNotion,
+	NameMock:     newMock,
 }
 
 // Built are the catalog names this runner can build, sorted.
