@@ -98,7 +98,9 @@ func TestAirtableOperationsSendAirtablesRequestsAndAnswerItsRecords(t *testing.T
 				return rec(ids[0], map[string]any{"Subject": "Refund for A-17", "Status": "Closed", "Priority": 2.0})
 			}},
 		{"delete_records", "delete", "delete_records",
-			func(ids []string) map[string]any { return map[string]any{"table": "Tickets", "record_ids": []any{ids[0], ids[2]}} },
+			func(ids []string) map[string]any {
+				return map[string]any{"table": "Tickets", "record_ids": []any{ids[0], ids[2]}}
+			},
 			"DELETE", "/Tickets", url.Values{"records[]": {"rec00000000000001", "rec00000000000003"}}, nil,
 			func(ids []string) any {
 				return map[string]any{"records": []any{map[string]any{"id": ids[0], "deleted": true}, map[string]any{"id": ids[2], "deleted": true}}}
@@ -130,6 +132,12 @@ func TestAirtableOperationsSendAirtablesRequestsAndAnswerItsRecords(t *testing.T
 				t.Errorf("body = %s, want %s", r.Body, asJSON(t, tt.wantBody))
 			} else if b != nil && r.Header.Get("Content-Type") != "application/json" {
 				t.Errorf("Content-Type = %q", r.Header.Get("Content-Type"))
+			}
+			// An answer without what the operation returns is refused.
+			stub.Fail(apistub.Fault{Status: 200, Body: `{}`})
+			_, err = at.do(t, tt.method, tt.op, tt.params(ids))
+			if d := sameErr(err, wantErr{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}); d != "" {
+				t.Errorf("an empty answer: %s", d)
 			}
 		})
 	}

@@ -176,6 +176,12 @@ func TestNotionOperationsSendNotionsRequests(t *testing.T) {
 			if b := bodyOf(t, r); !reflect.DeepEqual(b, want) {
 				t.Errorf("body = %s, want %s", r.Body, asJSON(t, want))
 			}
+			// An answer without what the operation returns is refused.
+			stub.Fail(apistub.Fault{Status: 200, Body: `{}`})
+			_, err = n.do(t, tt.method, tt.op, tt.params(w))
+			if d := sameErr(err, wantErr{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}); d != "" {
+				t.Errorf("an empty answer: %s", d)
+			}
 		})
 	}
 }

@@ -130,7 +130,9 @@ func bodyOf(t *testing.T, r apistub.Request) any {
 	return v
 }
 
-func mapOf(name string, a runner.Adapter) map[string]runner.Adapter { return map[string]runner.Adapter{name: a} }
+func mapOf(name string, a runner.Adapter) map[string]runner.Adapter {
+	return map[string]runner.Adapter{name: a}
+}
 
 // callNamed sends one CallAdapter for the adapter registered as name, as
 // the engine does.
