@@ -411,3 +411,15 @@ func TestAirtableExampleRunsThroughTheRunner(t *testing.T) {
 		t.Errorf("data = %s, want %s", got, want)
 	}
 }
+
+func TestAirtablesErrorTypeIsInTheDetails(t *testing.T) {
+	t.Parallel()
+	_, at, _ := airtableSetup(t)
+	_, err := at.do(t, "fetch", "list_records", map[string]any{"table": "Tickets", "view": "Kanban"})
+	if d := sameErr(err, wantErr{code: errcode.ServiceHTTP4xx, action: errcode.ActionStop}); d != "" {
+		t.Fatal(d)
+	}
+	if got := asWorkflowErr(t, err).Details["error_type"]; got != "VIEW_NAME_NOT_FOUND" {
+		t.Errorf("details.error_type = %v, want VIEW_NAME_NOT_FOUND", got)
+	}
+}
