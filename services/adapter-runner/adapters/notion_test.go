@@ -383,3 +383,29 @@ func TestNotionExampleRunsThroughTheRunner(t *testing.T) {
 		t.Errorf("data = %s, want %s", got, want)
 	}
 }
+
+func TestNotionListsPageWithTheCursorNotionGives(t *testing.T) {
+	t.Parallel()
+	stub, n, w := notionSetup(t)
+	stub.AddBlock(w.page, "divider", map[string]any{})
+	third := stub.AddBlock(w.page, "divider", map[string]any{})
+	first, err := n.do(t, "fetch", "list_block_children", map[string]any{"block_id": w.page, "page_size": 2.0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := first["data"].(map[string]any)
+	if len(d["results"].([]any)) != 2 || d["has_more"] != true || d["next_cursor"] != third {
+		t.Fatalf("first page = %v", d)
+	}
+	rest, err := n.do(t, "fetch", "list_block_children", map[string]any{"block_id": w.page, "start_cursor": d["next_cursor"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = rest["data"].(map[string]any)
+	if r := d["results"].([]any); len(r) != 1 || r[0].(map[string]any)["id"] != third || d["has_more"] != false {
+		t.Errorf("second page = %v", d)
+	}
+	if q := stub.Requests()[1].Query; q.Get("start_cursor") != third {
+		t.Errorf("second query = %v", q)
+	}
+}
