@@ -158,3 +158,24 @@ func asWorkflowErr(t *testing.T, err error) *handler.WorkflowError {
 	}
 	return we
 }
+
+func TestTheStepsTimeLimitAbortsAirtableAndNotionCalls(t *testing.T) {
+	t.Parallel()
+	_, at, ids := airtableSetup(t)
+	_, n, w := notionSetup(t)
+	for name, c := range map[string]struct {
+		e      entry
+		op     string
+		params map[string]any
+	}{
+		"airtable": {at, "get_record", map[string]any{"table": "Tickets", "record_id": ids[0]}},
+		"notion":   {n, "get_page", map[string]any{"page_id": w.page}},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the attempt's time limit has passed
+		_, err := c.e.adapter.Call(ctx, runner.AdapterCall{Method: "fetch", Operation: c.op, Params: c.params, Config: map[string]any{}})
+		if d := sameErr(err, wantErr{code: errcode.StepAborted, action: errcode.ActionReportToUser}); d != "" {
+			t.Errorf("%s: %s", name, d)
+		}
+	}
+}
