@@ -31,6 +31,9 @@ var catalogExamples = []func(testing.TB) apistub.Example{
 	func(tb testing.TB) apistub.Example { return apistub.GorgiasExample(apistub.NewGorgias(tb)) },
 	func(tb testing.TB) apistub.Example { return apistub.ShopifyExample(apistub.NewShopify(tb)) },
 	func(tb testing.TB) apistub.Example { return apistub.ParcelPanelExample(apistub.NewParcelPanel(tb)) },
+	func(tb testing.TB) apistub.Example { return apistub.AirtableExample(apistub.NewAirtable(tb)) },
+	func(tb testing.TB) apistub.Example { return apistub.NotionExample(apistub.NewNotion(tb)) },
+	func(testing.TB) apistub.Example { return apistub.MockExample() },
 }
 
 // httpExample is the http adapter built from a manifest entry, on a local

@@ -38,6 +38,9 @@ var builders = map[string]builder{
 	NameGorgias:     newGorgias,
 	NameShopify:     newShopify,
 	NameParcelPanel: newParcelPanel,
+	NameAirtable:    newAirtable,
+	NameNotion:      newNotion,
+	NameMock:        newMock,
 }
 
 // Built are the catalog names this runner can build, sorted.
