@@ -35,6 +35,8 @@ var builders = map[string]builder{
 	NameHTTP: func(name string, config map[string]any, opts Options) (runner.Adapter, error) {
 		return NewHTTP(name, config, opts)
 	},
+	NameGitHub: newGitHub,
+	NameSlack:  newSlack,
 }
 
 // Built are the catalog names this runner can build, sorted.
