@@ -151,7 +151,7 @@ type ghTarget struct {
 	kind   string // "pr" or "issue", for the 404 hint
 }
 
-// target reads repo and the number param key.
+// ghTargetOf reads repo and the number param key.
 func ghTargetOf(p args, key, kind string) (ghTarget, error) {
 	repo, err := p.text("repo", true)
 	if err != nil {
@@ -205,7 +205,7 @@ func (g *GitHub) get(ctx context.Context, config map[string]any, path string, qu
 	return g.api.call(ctx, config, request{method: http.MethodGet, path: path, query: query}, out)
 }
 
-// list reads every page of a list endpoint (up to githubMaxPages).
+// ghList reads every page of a list endpoint (up to githubMaxPages).
 func ghList[T any](ctx context.Context, g *GitHub, config map[string]any, path string) ([]T, int, error) {
 	var all []T
 	status := http.StatusOK
@@ -455,6 +455,7 @@ func (g *GitHub) getFileContents(ctx context.Context, call runner.AdapterCall) (
 	return reply(resp.status, map[string]any{"path": file, "content": string(text)}), nil
 }
 
+// cmpOr is s, or def when s is empty.
 func cmpOr(s, def string) string {
 	if s == "" {
 		return def
@@ -462,7 +463,7 @@ func cmpOr(s, def string) string {
 	return s
 }
 
-// issueTarget reads issue_number or pr_number (the Issues API takes
+// ghIssueTarget reads issue_number or pr_number (the Issues API takes
 // either); one of them, not both.
 func ghIssueTarget(p args) (ghTarget, error) {
 	_, hasIssue := p["issue_number"]

@@ -187,7 +187,7 @@ func (b rawBlock) ID() string {
 
 func (b rawBlock) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]any(b)) }
 
-// message reads text (required) and blocks (optional, Block Kit objects)
+// slackMessage reads text (required) and blocks (optional, Block Kit objects)
 // as the library's options; text is the notification's fallback when
 // blocks are given. The text is sent unescaped: Slack's mrkdwn (<url|…>,
 // <@U…>) is the author's to use.
@@ -219,7 +219,7 @@ func slackMessage(p args) ([]slack.MsgOption, error) {
 	return append(opts, slack.MsgOptionBlocks(blocks...)), nil
 }
 
-// texts reads the required string params in order.
+// requiredTexts reads the required string params in order.
 func requiredTexts(p args, keys ...string) ([]string, error) {
 	out := make([]string, len(keys))
 	for i, k := range keys {

@@ -1,6 +1,7 @@
 package adapters_test
 
 import (
+	"context"
 	"net/url"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/realm-go/realm/pkg/errcode"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/runner"
 	"github.com/realm-go/realm/services/adapter-runner/apistub"
 )
@@ -215,16 +217,35 @@ func TestSlackConstructionRefusesWhatItDoesNotActOn(t *testing.T) {
 	}
 }
 
-func TestSlackExampleAnswersItsData(t *testing.T) {
+func TestSlackIsServedByTheRunnerFromTheManifest(t *testing.T) {
 	t.Parallel()
 	stub := apistub.NewSlack(t)
 	ex := apistub.SlackExample(stub)
 	a, _ := fromManifest(t, ex.Use, ex.Config, nil)
-	out, err := invoke(t, a, ex.Method, ex.Operation, ex.Params, nil)
+	s := serve(t, map[string]runner.Adapter{"chat": a})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	resp, err := s.client.CallAdapter(ctx, &realmv1.CallAdapterRequest{Adapter: "chat", Method: ex.Method, Operation: ex.Operation,
+		Params: mustStruct(t, ex.Params), Config: mustStruct(t, map[string]any{"adapter": "chat", "service": "slack"}), RunId: "run-1", Step: "reply"})
 	if err != nil {
-		t.Fatalf("error %s: %s", err.Code, err.Message)
+		t.Fatal(err)
 	}
-	if got, want := mustJSON(t, out.(map[string]any)["data"]), mustJSON(t, ex.Data); got != want {
+	if resp.GetError() != nil {
+		t.Fatalf("error: %v", resp.GetError())
+	}
+	if got, want := mustJSON(t, resp.GetData().AsInterface().(map[string]any)["data"]), mustJSON(t, ex.Data); got != want {
 		t.Errorf("data = %s, want %s", got, want)
+	}
+}
+
+func TestSlackStepAbortedWhenTheStepsTimeHasPassed(t *testing.T) {
+	t.Parallel()
+	stub, a, _ := slackAdapter(t, apistub.SlackToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := invokeCtx(ctx, t, a, "create", "post_message", map[string]any{"channel": "C0123", "text": "hi"}, nil)
+	wantError{errcode.StepAborted, errcode.ActionReportToUser, false, nil}.check(t, err)
+	if n := len(stub.Requests()); n != 0 {
+		t.Errorf("%d requests sent after the step's time passed", n)
 	}
 }
