@@ -80,7 +80,12 @@ func newGitHub(name string, config map[string]any, opts Options) (runner.Adapter
 		}
 		header.Set("Authorization", "Bearer "+token)
 	}
-	a, err := newAPI(name, base, header, opts, rules{notFound: errcode.ServiceHTTP4xx, notFoundAction: errcode.ActionStop})
+	a, err := newAPI(name, base, header, opts, rules{
+		notFound: errcode.ServiceHTTP4xx, notFoundAction: errcode.ActionStop,
+		// GitHub: with no retry-after and no reset, "wait for at least one
+		// minute before retrying".
+		defaultRetryAfter: githubDefaultWait,
+	})
 	if err != nil {
 		return nil, err
 	}

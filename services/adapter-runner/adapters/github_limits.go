@@ -8,17 +8,17 @@ import (
 	"time"
 )
 
-// githubSecondaryWait is GitHub's advice after a secondary rate limit that
-// names no wait: "wait for at least one minute".
-const githubSecondaryWait = 60 * time.Second
+// githubDefaultWait is GitHub's advice after a rate limit that names no
+// wait: "wait for at least one minute".
+const githubDefaultWait = 60 * time.Second
 
 // githubLimits presents GitHub's rate-limit answers as the 429 with
 // Retry-After that the shared layer waits out and classifies
 // (SERVICE_RATE_LIMITED with retry_after). GitHub signals a limit with
 // 403 or 429 and either x-ratelimit-remaining: 0 (the primary limit,
 // lifted at x-ratelimit-reset, epoch seconds) or a "secondary rate limit"
-// message (with Retry-After, else a minute). Any other 403 is left as it
-// came: a permission refusal (SERVICE_HTTP_4XX).
+// message (with Retry-After, else the adapter's default minute). Any
+// other 403 is left as it came: a permission refusal (SERVICE_HTTP_4XX).
 type githubLimits struct {
 	next http.RoundTripper
 	now  func() time.Time
@@ -46,15 +46,9 @@ func (g githubLimits) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	resp.Header = resp.Header.Clone()
-	if resp.Header.Get("Retry-After") == "" {
-		reset, err := strconv.ParseInt(resp.Header.Get("X-Ratelimit-Reset"), 10, 64)
-		switch {
-		case primary && err == nil:
-			wait := max(time.Unix(reset, 0).Sub(g.now()), 0)
-			resp.Header.Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
-		case secondary:
-			resp.Header.Set("Retry-After", strconv.Itoa(int(githubSecondaryWait/time.Second)))
-		}
+	if reset, err := strconv.ParseInt(resp.Header.Get("X-Ratelimit-Reset"), 10, 64); primary && err == nil && resp.Header.Get("Retry-After") == "" {
+		wait := max(time.Unix(reset, 0).Sub(g.now()), 0)
+		resp.Header.Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
 	}
 	resp.StatusCode, resp.Status = http.StatusTooManyRequests, "429 Too Many Requests"
 	return resp, nil
