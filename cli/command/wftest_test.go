@@ -74,6 +74,17 @@ func TestWorkflowTest(t *testing.T) {
 		}
 		golden(t, "workflow-test-pass.txt", maskIDs(r.stdout, nil))
 	})
+	// The examples calling catalog adapters (their services mocked by the
+	// fixtures, as no runner serves them here).
+	for _, ex := range []string{"github-pr-review", "slack-deploy-notice"} {
+		t.Run(ex, func(t *testing.T) {
+			t.Parallel()
+			r := realm(nil, "workflow", "test", filepath.Join(examples, ex+".yaml"), "-f", filepath.Join(examples, "fixtures", ex))
+			if r.code != ExitOK || r.stderr != "" || strings.Contains(r.stdout, "FAIL") {
+				t.Fatalf("exit %d, stderr %q\n%s", r.code, r.stderr, r.stdout)
+			}
+		})
+	}
 	t.Run("one fixture fails", func(t *testing.T) {
 		t.Parallel()
 		dir := copyFixtures(t, filepath.Join(examples, "fixtures", "support-reply"), filepath.Join("testdata", "wftest", "must-fail"))

@@ -84,13 +84,15 @@ func TestEveryExampleFinishesFollowingOnlyNextActions(t *testing.T) {
 		t.Fatalf("found %d examples", len(paths))
 	}
 	params := map[string]map[string]any{
-		"triage":        {"subject": "Double charge", "body": "I was charged twice."},
-		"refund":        {"request": "Please refund the 20 EUR I paid twice."},
-		"orders":        {"order": "A-17", "quantity": 4},
-		"lease-quotes":  {"text": "The rent is paid quarterly in advance."},
-		"support-reply": {"ticket": "I was charged twice."},
-		"github-issues": {"title": "Crash on start", "number": 42},
-		"invoice-notes": {"question": "What is the total of invoice 7?"},
+		"triage":              {"subject": "Double charge", "body": "I was charged twice."},
+		"refund":              {"request": "Please refund the 20 EUR I paid twice."},
+		"orders":              {"order": "A-17", "quantity": 4},
+		"lease-quotes":        {"text": "The rent is paid quarterly in advance."},
+		"support-reply":       {"ticket": "I was charged twice."},
+		"github-issues":       {"title": "Crash on start", "number": 42},
+		"invoice-notes":       {"question": "What is the total of invoice 7?"},
+		"github-pr-review":    {"repo": "octo/app", "pr_number": 7},
+		"slack-deploy-notice": {"channel": "#deploys", "version": "v2.4.0", "notes": "Faster search."},
 	}
 	eachBackend(t, func(t *testing.T, backend string) {
 		st := newStack(t, backend)
@@ -200,9 +202,37 @@ func (st *stack) register(yaml []byte) {
 	}
 }
 
+// cannedAdapter answers each operation with fixed data: a stand-in for
+// the outside service behind an example's catalog adapter (the adapters
+// themselves are tested against API stubs in services/adapter-runner).
+type cannedAdapter map[string]map[string]any
+
+func (c cannedAdapter) Call(_ context.Context, call runner.AdapterCall) (any, error) {
+	data, ok := c[call.Operation]
+	if !ok {
+		return nil, fmt.Errorf("no answer for operation '%s'", call.Operation)
+	}
+	return map[string]any{"status": 200, "data": data}, nil
+}
+
+// exampleServices are the adapters examples/github-pr-review.yaml and
+// examples/slack-deploy-notice.yaml call.
+var exampleServices = map[string]runner.Adapter{
+	"github": cannedAdapter{
+		"get_pr_diff":  {"repo": "octo/app", "pr_title": "Retry the ledger sync", "base_branch": "main", "head_sha": "6dcb09b", "files_changed": []any{"sync/ledger.go"}, "diff_text": "+// Retry once."},
+		"post_comment": {"id": 901, "body": "Looks fine."},
+	},
+	"slack": cannedAdapter{
+		"post_message": {"ok": true, "channel": "C0123", "ts": "1700000000.000101"},
+		"post_reply":   {"ok": true, "channel": "C0123", "ts": "1700000000.000102"},
+		"add_reaction": {"ok": true, "already_reacted": false},
+	},
+}
+
 // serveOrderTotal starts a handler runner (pkg/runner) serving the
-// example's order_total, registered with the stack's engine, and waits
-// until the engine's registry lists it.
+// example's order_total, and stand-ins for the github and slack adapters
+// the examples call, registered with the stack's engine, and waits until
+// the engine's registry lists it.
 func (st *stack) serveOrderTotal() {
 	st.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -213,7 +243,7 @@ func (st *stack) serveOrderTotal() {
 		return handler.Data(map[string]any{"total": q * price}), nil
 	})
 	go func() {
-		done <- runner.Serve(ctx, runner.Options{Name: "test-runner", EngineAddr: st.addr, Lease: 10 * time.Second},
+		done <- runner.Serve(ctx, runner.Options{Name: "test-runner", EngineAddr: st.addr, Lease: 10 * time.Second, Adapters: exampleServices},
 			runner.Registration{Name: "order_total", Handler: total})
 	}()
 	st.t.Cleanup(func() { cancel(); <-done })

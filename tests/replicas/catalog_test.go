@@ -34,6 +34,8 @@ var catalogExamples = []func(testing.TB) apistub.Example{
 	func(tb testing.TB) apistub.Example { return apistub.AirtableExample(apistub.NewAirtable(tb)) },
 	func(tb testing.TB) apistub.Example { return apistub.NotionExample(apistub.NewNotion(tb)) },
 	func(testing.TB) apistub.Example { return apistub.MockExample() },
+	func(tb testing.TB) apistub.Example { return apistub.GitHubExample(apistub.NewGitHub(tb)) },
+	func(tb testing.TB) apistub.Example { return apistub.SlackExample(apistub.NewSlack(tb)) },
 }
 
 // httpExample is the http adapter built from a manifest entry, on a local

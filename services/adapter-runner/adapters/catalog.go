@@ -1,6 +1,11 @@
 // Package adapters holds the built-in service adapters of the spec's
-// catalog (§13.2) that the adapter runner serves: `http` (the generic
-// HTTP/JSON adapter) and `filesystem`, each a runner.Adapter.
+// catalog (§13.2) that the adapter runner serves, each a runner.Adapter:
+// `http` (the generic HTTP/JSON adapter) and `filesystem`, served as they
+// are, and github, slack, airtable, gorgias, shopify, notion, parcelpanel
+// and mock, built from a deployment manifest's entries (their credentials
+// come at construction). The API adapters share one layer (api.go): the
+// guarded client, the service's rate limit and 429 waits, and the error
+// classification of §13.4.
 //
 // What a call's config holds (CallAdapterRequest.config, built by the
 // engine, spec §13.1): {adapter, trust} from the workflow's service, the
@@ -41,6 +46,8 @@ var builders = map[string]builder{
 	NameAirtable:    newAirtable,
 	NameNotion:      newNotion,
 	NameMock:        newMock,
+	NameGitHub:      newGitHub,
+	NameSlack:       newSlack,
 }
 
 // Built are the catalog names this runner can build, sorted.

@@ -1,7 +1,6 @@
 package adapters
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/realm-go/realm/pkg/manifest"
@@ -22,7 +21,7 @@ import (
 //	      auth: { type: bearer, token: '${secret:LEDGER_TOKEN}' }
 //
 // The manifest is read by package manifest; `use` is a catalog name this
-// runner has (http, filesystem); secret references are resolved from the
+// runner has (every catalog name, docs/adapters.md); secret references are resolved from the
 // manifest's sources (env: opts.LookupEnv; dotenv: a NAME=value file,
 // default .env next to the manifest). An http entry's config has base_url,
 // headers, auth (which needs base_url) and allow_hosts: the hosts inside the
@@ -82,8 +81,6 @@ func buildManifest(f *manifest.File, opts Options, fsRoot string) (map[string]ru
 				return nil, err
 			}
 			out[name] = fs
-		case slices.Contains(CatalogNames, use):
-			return nil, f.Errorf("adapters.%s — catalog adapter '%s' is not built into the adapter runner (it has: %s).", name, use, strings.Join(slices.Sorted(slices.Values(append(Built(), NameFilesystem))), ", "))
 		case strings.Contains(use, "/") || strings.HasSuffix(use, ".js") || strings.HasSuffix(use, ".mjs") || strings.HasSuffix(use, ".ts"):
 			return nil, f.Errorf("adapters.%s — module reference '%s' cannot be loaded by the adapter runner; serve a custom adapter from your own runner (pkg/runner).", name, use)
 		default:

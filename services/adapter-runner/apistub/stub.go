@@ -17,6 +17,7 @@ type Request struct {
 	Method string
 	// Path is the URL's path, unescaped; RawPath keeps the escaping.
 	Path, RawPath string
+	RawQuery      string
 	Query         url.Values
 	Header        http.Header
 	Body          string
@@ -68,7 +69,7 @@ func (s *stub) start(t testing.TB, route http.HandlerFunc) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		s.mu.Lock()
-		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, RawPath: r.URL.EscapedPath(),
+		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, RawPath: r.URL.EscapedPath(), RawQuery: r.URL.RawQuery,
 			Query: r.URL.Query(), Header: r.Header.Clone(), Body: string(body)})
 		if len(s.faults) > 0 {
 			fault := s.faults[0]
@@ -113,6 +114,17 @@ func (s *stub) start(t testing.TB, route http.HandlerFunc) {
 	}))
 	t.Cleanup(s.srv.Close)
 }
+
+// startReading is start for a handler that takes the body read.
+func (s *stub) startReading(t testing.TB, handle func(w http.ResponseWriter, r *http.Request, body []byte)) {
+	s.start(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		handle(w, r, body)
+	})
+}
+
+// Host is the server's host:port.
+func (s *stub) Host() string { return s.srv.Listener.Addr().String() }
 
 // Fail makes the next answers fail as f says.
 func (s *stub) Fail(f Failure) {
