@@ -139,4 +139,3 @@ func tsLess(a, b string) bool {
 	}
 	return (af + "000000")[:6] < (bf + "000000")[:6]
 }
-
