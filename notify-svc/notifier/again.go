@@ -47,7 +47,7 @@ func (n *Notifier) unread(err error) bool {
 	}
 	n.noHistory.Do(func() {
 		n.o.Log.Warn("notify: the channel cannot be read back (add channels:history, and groups:history for a private channel, to the bot token's scopes); a post whose notifier stopped after Slack took it may be repeated",
-			"code", codeOf(err), "err", err)
+			"code", CodeOf(err), "err", err)
 	})
 	return true
 }
@@ -55,12 +55,12 @@ func (n *Notifier) unread(err error) bool {
 // warnPost is the original's rule: a post Slack refused is a warning,
 // never the run's.
 func (n *Notifier) warnPost(what, run, gate string, err error) {
-	n.o.Log.Warn("notify: "+what+" could not be posted", "run_id", run, "gate_id", gate, "code", codeOf(err), "err", err)
+	n.o.Log.Warn("notify: "+what+" could not be posted", "run_id", run, "gate_id", gate, "code", CodeOf(err), "err", err)
 }
 
-// codeOf is err's catalogue code: its own, or the one engine-svc sent,
-// else ENGINE_INTERNAL.
-func codeOf(err error) errcode.Code {
+// CodeOf is err's catalogue code for a log line: its own, or the one
+// engine-svc sent, else ENGINE_INTERNAL.
+func CodeOf(err error) errcode.Code {
 	if c := errcode.CodeOf(err); c != "" {
 		return c
 	}

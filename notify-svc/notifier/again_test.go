@@ -152,3 +152,27 @@ func TestWithoutTheHistoryScopeAReclaimedPostIsMadeAgainAndSaidOnce(t *testing.T
 		t.Errorf("warnings = %d, want 1:\n%s", got, logs.String())
 	}
 }
+
+// A post Slack refuses outright is the original's warning, now with its
+// code, and is not tried again (a retry would change nothing).
+func TestAPostSlackRefusesIsAWarningWithItsCodeAndNotRetried(t *testing.T) {
+	e := setup(t, "miniredis")
+	fateNth(e.slack, 0, slackstub.Refuse)
+	var logs syncBuffer
+	n := notifier.New(notifier.Options{
+		Redis: e.raw.Redis(), EnginePrefix: e.raw.Prefix(), Engine: e.eng, Poster: slackgate.NewBot("xoxb-test", "C0GATES", e.slack.APIURL()),
+		ReminderInterval: 10 * time.Minute, EscalationThreshold: 30 * time.Minute,
+		Log: slog.New(slog.NewTextHandler(&logs, nil)), Now: e.clock.Now,
+	})
+	e.open("plain")
+	e.tick(n)
+	e.clock.Advance(lease)
+	e.tick(n)
+	if calls := e.slack.Calls(); len(calls) != 1 || len(e.slack.Posts()) != 0 {
+		t.Errorf("calls %v, posts %v: want the one refused post", calls, e.slack.Posts())
+	}
+	line := `msg="notify: the gate message could not be posted"`
+	if !strings.Contains(logs.String(), line) || !strings.Contains(logs.String(), "code=SERVICE_HTTP_4XX") {
+		t.Errorf("log lacks %s with code=SERVICE_HTTP_4XX:\n%s", line, logs.String())
+	}
+}

@@ -222,7 +222,7 @@ func (n *Notifier) runOne(ctx context.Context) (done bool, err error) {
 	}
 	if err != nil {
 		// The job stays leased: it runs again when the lease ends.
-		n.o.Log.Warn("notify: job failed; it is retried after its lease", "job", job, "code", codeOf(err), "err", err)
+		n.o.Log.Warn("notify: job failed; it is retried after its lease", "job", job, "code", CodeOf(err), "err", err)
 		return false, nil
 	}
 	_, err = n.q.finish(ctx, job, lease, key, update, then...)

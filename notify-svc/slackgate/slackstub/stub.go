@@ -45,6 +45,9 @@ const (
 	Drop
 	// Unavailable answers 503 and keeps nothing: the post never got in.
 	Unavailable
+	// Refuse answers Slack's {"ok": false, "error": "channel_not_found"}
+	// and keeps nothing.
+	Refuse
 )
 
 // Stub serves chat.postMessage under /api/ and an incoming webhook at /hook.
@@ -177,11 +180,14 @@ func (s *Stub) postMessage(w http.ResponseWriter, r *http.Request) {
 	if s.fate != nil {
 		fate = s.fate(p)
 	}
-	if fate != Unavailable {
+	if fate != Unavailable && fate != Refuse {
 		s.posts = append(s.posts, p)
 	}
 	s.mu.Unlock()
 	switch fate {
+	case Refuse:
+		writeJSON(w, map[string]any{"ok": false, "error": "channel_not_found"})
+		return
 	case Unavailable:
 		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
 		return
