@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -378,12 +379,7 @@ func (n *Notifier) escalate(ctx context.Context, rec *record, now time.Time, aga
 		return err
 	}
 	sent := func(texts []string) bool {
-		for _, t := range texts {
-			if slackgate.IsEscalation(rec.Step, t) {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(texts, func(t string) bool { return slackgate.IsEscalation(rec.Step, t) })
 	}
 	return n.reply(ctx, rec, slackgate.Escalation(rec.Owner, rec.Step, now.Sub(time.UnixMilli(rec.OpenedMS))), again, sent, "the escalation")
 }
@@ -436,14 +432,7 @@ func (n *Notifier) resolved(ctx context.Context, key string, rec *record, now ti
 		text = strings.Join(ending, "\n")
 	}
 	if text != "" {
-		sent := func(texts []string) bool {
-			for _, t := range texts {
-				if t == text {
-					return true
-				}
-			}
-			return false
-		}
+		sent := func(texts []string) bool { return slices.Contains(texts, text) }
 		if err := n.reply(ctx, rec, text, again, sent, "the resolution"); err != nil {
 			return "", nil, err
 		}
