@@ -136,7 +136,8 @@ func intendedEdges(r *rendered) []netEdge {
 		egress(w.name, peerAny, "53/TCP")
 	}
 	// notify-svc (components/notify, where listed): engine-svc, Slack over
-	// HTTPS, Redis; Prometheus on its metrics port.
+	// HTTPS, Redis; Prometheus on its metrics port, the ingress controller
+	// on its Events API port.
 	if r.deployments["notify-svc"] != nil {
 		call("notify-svc", "engine-svc", "7070/TCP")
 		for _, ip := range []string{peerPublicV4, peerPublicV6} {
@@ -150,6 +151,7 @@ func intendedEdges(r *rendered) []netEdge {
 			}
 		}
 		ingress(peerMonitoring, "notify-svc", "9090/TCP")
+		ingress(peerIngressController, "notify-svc", "3000/TCP") // the Events API
 	}
 	out = append(out, otlpEdges(r)...)
 	return out

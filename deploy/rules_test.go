@@ -23,7 +23,7 @@ var operatorSecrets = map[string][]string{
 	"prod":      {"realm-redis", "realm-mcp-token", "realm-mcp-tls"},
 	"prod-otlp": {"realm-redis", "realm-mcp-token", "realm-mcp-tls"},
 	// components/notify's manifest and Slack secrets (docs/deploy.md, Notifications).
-	"prod-notify": {"realm-redis", "realm-mcp-token", "realm-mcp-tls", "notify-svc-manifest"},
+	"prod-notify": {"realm-redis", "realm-mcp-token", "realm-mcp-tls", "notify-svc-manifest", "realm-slack-events-tls"},
 	"dev-otlp":    {"realm-mcp-tls"}, // otlp_test.go's dev plus the component
 }
 

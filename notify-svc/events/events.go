@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/realm-go/realm/pkg/errcode"
 )
 
 // Message is a person's message in a thread.
@@ -53,25 +55,25 @@ func Handler(o Options) http.Handler {
 		}
 		stamp, sig := r.Header.Get("X-Slack-Request-Timestamp"), r.Header.Get("X-Slack-Signature")
 		if stamp == "" || sig == "" {
-			http.Error(w, "missing Slack signature headers", http.StatusForbidden)
+			refuse(w, http.StatusForbidden, errcode.EngineUnauthenticated, "missing Slack signature headers")
 			return
 		}
 		secs, err := strconv.ParseInt(stamp, 10, 64)
 		if err != nil {
-			http.Error(w, "X-Slack-Request-Timestamp is not a number", http.StatusBadRequest)
+			refuse(w, http.StatusBadRequest, errcode.ValidationInputSchema, "X-Slack-Request-Timestamp is not a number")
 			return
 		}
 		if d := o.Now().Sub(time.Unix(secs, 0)); d > 300*time.Second || d < -300*time.Second {
-			http.Error(w, "stale request", http.StatusForbidden)
+			refuse(w, http.StatusForbidden, errcode.EngineUnauthenticated, "stale request")
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 		if err != nil {
-			http.Error(w, "unreadable body", http.StatusBadRequest)
+			refuse(w, http.StatusBadRequest, errcode.ValidationInputSchema, "unreadable body")
 			return
 		}
 		if !hmac.Equal([]byte(sig), []byte(Sign(o.SigningSecret, stamp, body))) {
-			http.Error(w, "bad signature", http.StatusForbidden)
+			refuse(w, http.StatusForbidden, errcode.EngineUnauthenticated, "bad signature")
 			return
 		}
 		var env struct {
@@ -89,7 +91,7 @@ func Handler(o Options) http.Handler {
 			} `json:"event"`
 		}
 		if err := json.Unmarshal(body, &env); err != nil {
-			http.Error(w, "not JSON", http.StatusBadRequest)
+			refuse(w, http.StatusBadRequest, errcode.ValidationInputSchema, "not JSON")
 			return
 		}
 		if env.Type == "url_verification" {
@@ -116,6 +118,14 @@ func Handler(o Options) http.Handler {
 		}
 		o.OnMessage(ctx, Message{ThreadTS: e.ThreadTS, User: e.User, Text: e.Text, TS: e.TS})
 	})
+}
+
+// refuse answers a request notify-svc does not act on: the reason and its
+// catalogue code, as JSON (Slack shows neither; an operator's curl does).
+func refuse(w http.ResponseWriter, status int, code errcode.Code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg, "error_code": string(code)})
 }
 
 // Sign is the signature Slack sends for a body at a timestamp.

@@ -14,8 +14,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -55,6 +57,8 @@ type Options struct {
 type Notifier struct {
 	o Options
 	q *queue
+	// noHistory says once that the channel cannot be read back.
+	noHistory sync.Once
 }
 
 // New returns a notifier; it does nothing until Tick or Run.
@@ -182,10 +186,13 @@ type record struct {
 // runOne claims and runs one due job; done is true when none was due.
 func (n *Notifier) runOne(ctx context.Context) (done bool, err error) {
 	now := n.o.Now()
-	job, lease, err := n.q.claim(ctx, now.UnixMilli())
+	job, lease, claims, err := n.q.claim(ctx, now.UnixMilli())
 	if err != nil || job == "" {
 		return true, err
 	}
+	// Claimed before: its claimer may have died after Slack took the post
+	// and before the finish, so the post is looked for before it is made.
+	again := claims > 1 && !n.o.Webhook
 	kind, key, _ := strings.Cut(job, "|")
 	raw, err := n.q.record(ctx, key)
 	if err == redis.Nil {
@@ -204,19 +211,19 @@ func (n *Notifier) runOne(ctx context.Context) (done bool, err error) {
 	var then []next
 	switch kind {
 	case "open":
-		update, then, err = n.open(ctx, run, openedMS, now)
+		update, then, err = n.open(ctx, run, openedMS, now, again)
 	case "remind":
-		update, then, err = n.remind(ctx, &rec, now)
+		update, then, err = n.remind(ctx, &rec, now, again)
 	case "escalate":
-		err = n.escalate(ctx, &rec, now)
+		err = n.escalate(ctx, &rec, now, again)
 	case "resolved":
-		update, then, err = n.resolved(ctx, key, &rec, now)
+		update, then, err = n.resolved(ctx, key, &rec, now, again)
 	default:
 		n.o.Log.Warn("notify: unknown job dropped", "job", job)
 	}
 	if err != nil {
 		// The job stays leased: it runs again when the lease ends.
-		n.o.Log.Warn("notify: job failed; it is retried after its lease", "job", job, "err", err)
+		n.o.Log.Warn("notify: job failed; it is retried after its lease", "job", job, "code", CodeOf(err), "err", err)
 		return false, nil
 	}
 	_, err = n.q.finish(ctx, job, lease, key, update, then...)
@@ -244,7 +251,7 @@ func (n *Notifier) openGate(ctx context.Context, run string, openedMS int64) (*r
 }
 
 // open posts the gate message and schedules what follows it.
-func (n *Notifier) open(ctx context.Context, run string, openedMS int64, now time.Time) (string, []next, error) {
+func (n *Notifier) open(ctx context.Context, run string, openedMS int64, now time.Time, again bool) (string, []next, error) {
 	g, err := n.openGate(ctx, run, openedMS)
 	if err != nil || g == nil {
 		return "", nil, err // gone before it was posted: nothing to say
@@ -263,11 +270,31 @@ func (n *Notifier) open(ctx context.Context, run string, openedMS int64, now tim
 			rec.Resolution[k], _ = v.(string)
 		}
 	}
-	ts, err := n.o.Poster.PostGate(ctx, slackgate.Gate{RunID: run, GateID: rec.GateID, Step: rec.Step, Owner: rec.Owner,
-		Message: g.GetResolvedMessage(), Preview: g.GetPreview().AsInterface(), Choices: g.GetChoices()})
-	if err != nil {
-		// The original's rule: a failed post is a warning, never the run's.
-		n.o.Log.Warn("notify: the gate message could not be posted", "run_id", run, "gate_id", rec.GateID, "err", err)
+	gate := slackgate.Gate{RunID: run, GateID: rec.GateID, Step: rec.Step, Owner: rec.Owner,
+		Message: g.GetResolvedMessage(), Preview: g.GetPreview().AsInterface(), Choices: g.GetChoices()}
+	var ts string
+	if again {
+		// A claimer that died after Slack took the message: its thread is
+		// adopted.
+		if ts, err = n.o.Poster.FindGate(ctx, gate, time.UnixMilli(openedMS).Add(-findMargin)); n.unread(err) {
+			err = nil
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		if ts != "" {
+			n.o.Log.Info("notify: the gate message was posted before its notifier stopped; its thread is adopted", "run_id", run, "gate_id", rec.GateID, "ts", ts)
+		}
+	}
+	if ts == "" {
+		ts, err = n.o.Poster.PostGate(ctx, gate)
+		if err != nil && !slackgate.Refused(err) {
+			return "", nil, err // maybe posted: the re-claim looks first
+		}
+		if err != nil {
+			// The original's rule: a failed post is a warning, never the run's.
+			n.warnPost("the gate message", rec.Run, rec.GateID, err)
+		}
 	}
 	rec.TS = ts
 	if ts != "" {
@@ -311,7 +338,7 @@ func (n *Notifier) open(ctx context.Context, run string, openedMS int64, now tim
 // remind posts the next reminder: every reminder_seconds up to
 // reminder_max when the gate declares it (the one landing at or after
 // the expiry in the final wording, and the last), else the operator's one.
-func (n *Notifier) remind(ctx context.Context, rec *record, now time.Time) (string, []next, error) {
+func (n *Notifier) remind(ctx context.Context, rec *record, now time.Time, again bool) (string, []next, error) {
 	g, err := n.openGate(ctx, rec.Run, rec.OpenedMS)
 	if err != nil || g == nil {
 		return "", nil, err
@@ -325,8 +352,18 @@ func (n *Notifier) remind(ctx context.Context, rec *record, now time.Time) (stri
 	if rec.ExpiresMS > 0 && due >= rec.ExpiresMS {
 		text, last = slackgate.Final(rec.Step, now.Sub(time.UnixMilli(rec.ExpiresMS)), rec.OnExpiry), true
 	}
-	if err := n.o.Poster.Reply(ctx, rec.TS, text); err != nil {
-		n.o.Log.Warn("notify: a reminder could not be posted", "run_id", rec.Run, "gate_id", rec.GateID, "err", err)
+	// Every reminder before this one is in the thread: one more is this.
+	sent := func(texts []string) bool {
+		c := 0
+		for _, t := range texts {
+			if slackgate.IsReminder(rec.Step, t) {
+				c++
+			}
+		}
+		return c >= rec.Sent
+	}
+	if err := n.reply(ctx, rec, text, again, sent, "a reminder"); err != nil {
+		return "", nil, err
 	}
 	var then []next
 	if !last {
@@ -336,19 +373,19 @@ func (n *Notifier) remind(ctx context.Context, rec *record, now time.Time) (stri
 	return string(b), then, nil
 }
 
-func (n *Notifier) escalate(ctx context.Context, rec *record, now time.Time) error {
+func (n *Notifier) escalate(ctx context.Context, rec *record, now time.Time, again bool) error {
 	g, err := n.openGate(ctx, rec.Run, rec.OpenedMS)
 	if err != nil || g == nil {
 		return err
 	}
-	if err := n.o.Poster.Reply(ctx, rec.TS, slackgate.Escalation(rec.Owner, rec.Step, now.Sub(time.UnixMilli(rec.OpenedMS)))); err != nil {
-		n.o.Log.Warn("notify: the escalation could not be posted", "run_id", rec.Run, "gate_id", rec.GateID, "err", err)
+	sent := func(texts []string) bool {
+		return slices.ContainsFunc(texts, func(t string) bool { return slackgate.IsEscalation(rec.Step, t) })
 	}
-	return nil
+	return n.reply(ctx, rec, slackgate.Escalation(rec.Owner, rec.Step, now.Sub(time.UnixMilli(rec.OpenedMS))), again, sent, "the escalation")
 }
 
 // resolved says in the thread how the gate ended, then forgets it.
-func (n *Notifier) resolved(ctx context.Context, key string, rec *record, now time.Time) (string, []next, error) {
+func (n *Notifier) resolved(ctx context.Context, key string, rec *record, now time.Time, again bool) (string, []next, error) {
 	if opening, err := n.q.pending(ctx, "open|"+key); err != nil || opening {
 		// The gate message is still being posted: its thread comes first.
 		return "", []next{{now.Add(time.Second).UnixMilli(), "resolved|" + key}}, err
@@ -395,8 +432,9 @@ func (n *Notifier) resolved(ctx context.Context, key string, rec *record, now ti
 		text = strings.Join(ending, "\n")
 	}
 	if text != "" {
-		if err := n.o.Poster.Reply(ctx, rec.TS, text); err != nil {
-			n.o.Log.Warn("notify: the resolution could not be posted", "run_id", rec.Run, "gate_id", rec.GateID, "err", err)
+		sent := func(texts []string) bool { return slices.Contains(texts, text) }
+		if err := n.reply(ctx, rec, text, again, sent, "the resolution"); err != nil {
+			return "", nil, err
 		}
 	}
 	return "-", nil, nil

@@ -133,3 +133,15 @@ func Resolved(choice string, messages map[string]string) string {
 func ResolvedEnded(choice string, ending []string) string {
 	return strings.Join(append([]string{fmt.Sprintf("Gate resolved: `%s`.", choice)}, ending...), "\n")
 }
+
+// IsReminder reports whether text is one of step's reminders, in either
+// wording (the final one's minutes depend on when it was posted).
+func IsReminder(step, text string) bool {
+	return text == Reminder(step) || strings.HasPrefix(text, fmt.Sprintf("⏰ gate `%s` expired ", step))
+}
+
+// IsEscalation reports whether text is step's escalation, whatever
+// minutes it counted.
+func IsEscalation(step, text string) bool {
+	return strings.Contains(text, fmt.Sprintf("gate `%s` has been open for ", step)) && strings.HasSuffix(text, " minutes. Please respond.")
+}

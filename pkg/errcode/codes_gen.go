@@ -116,10 +116,12 @@ const (
 	EngineReleaseLineMismatch Code = "ENGINE_RELEASE_LINE_MISMATCH"
 	// EngineReleaseLineUndeclared: A host-provided store declares no release line.
 	EngineReleaseLineUndeclared Code = "ENGINE_RELEASE_LINE_UNDECLARED"
-	// EngineUnauthenticated: A gRPC call reached a service that serves mutual TLS without a client certificate from the Realm CA naming a role; nothing was done (docs/security.md). (The original never raises it.)
+	// EngineUnauthenticated: A gRPC call reached a service that serves mutual TLS without a client certificate from the Realm CA naming a role, or a request reached notify-svc's Slack Events API without a fresh, valid Slack signature; nothing was done (docs/security.md, docs/notifications.md). (The original never raises it.)
 	EngineUnauthenticated Code = "ENGINE_UNAUTHENTICATED"
 	// EnginePermissionDenied: The caller's certificate names a role that may not make this call, or a runner registered a capability its certificate does not grant; nothing was done (docs/security.md). (The original never raises it.)
 	EnginePermissionDenied Code = "ENGINE_PERMISSION_DENIED"
+	// EngineConfigInvalid: A service refused to start: its flags or its deployment manifest (realm.yaml) lack what it needs, or name what it cannot act on. (The original never raises it.)
+	EngineConfigInvalid Code = "ENGINE_CONFIG_INVALID"
 	// GateMessageUnresolvable: A gate message template references a missing value; the step stops before the gate opens.
 	GateMessageUnresolvable Code = "GATE_MESSAGE_UNRESOLVABLE"
 	// FilterUnknown: A gate message uses an unknown template filter.
@@ -249,6 +251,7 @@ var codeOrder = [...]Code{
 	EngineReleaseLineUndeclared,
 	EngineUnauthenticated,
 	EnginePermissionDenied,
+	EngineConfigInvalid,
 	GateMessageUnresolvable,
 	FilterUnknown,
 	AdapterOpUnsupported,
@@ -800,7 +803,7 @@ var catalogue = map[Code]Info{
 		Retryable:   false,
 		Raised:      true,
 		GRPC:        codes.Unauthenticated,
-		Meaning:     "A gRPC call reached a service that serves mutual TLS without a client certificate from the Realm CA naming a role; nothing was done (docs/security.md). (The original never raises it.)",
+		Meaning:     "A gRPC call reached a service that serves mutual TLS without a client certificate from the Realm CA naming a role, or a request reached notify-svc's Slack Events API without a fresh, valid Slack signature; nothing was done (docs/security.md, docs/notifications.md). (The original never raises it.)",
 	},
 	EnginePermissionDenied: {
 		Code:        EnginePermissionDenied,
@@ -810,6 +813,15 @@ var catalogue = map[Code]Info{
 		Raised:      true,
 		GRPC:        codes.PermissionDenied,
 		Meaning:     "The caller's certificate names a role that may not make this call, or a runner registered a capability its certificate does not grant; nothing was done (docs/security.md). (The original never raises it.)",
+	},
+	EngineConfigInvalid: {
+		Code:        EngineConfigInvalid,
+		Category:    CategoryEngine,
+		AgentAction: ActionStop,
+		Retryable:   false,
+		Raised:      true,
+		GRPC:        codes.FailedPrecondition,
+		Meaning:     "A service refused to start: its flags or its deployment manifest (realm.yaml) lack what it needs, or name what it cannot act on. (The original never raises it.)",
 	},
 	GateMessageUnresolvable: {
 		Code:        GateMessageUnresolvable,

@@ -32,6 +32,7 @@ import (
 	"github.com/realm-go/realm/notify-svc/notifier"
 	"github.com/realm-go/realm/notify-svc/slackgate"
 	"github.com/realm-go/realm/pkg/client"
+	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/manifest"
 	"github.com/realm-go/realm/pkg/metrics"
@@ -56,7 +57,7 @@ func main() {
 		os.Exit(2)
 	}
 	if err := run(f); err != nil {
-		fmt.Fprintln(os.Stderr, "Error: "+err.Error())
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(1)
 	}
 }
@@ -103,38 +104,58 @@ func poster(g *manifest.SlackGate, apiURL string) (slackgate.Poster, bool, error
 	return nil, false, errors.New("notifiers.slack_gate: nothing to post with — set bot_token and channel_id, or webhook_url.")
 }
 
+// refused is a start refused for want of configuration.
+func refused(err error) error {
+	if errcode.CodeOf(err) != "" {
+		return err
+	}
+	return errcode.Wrap(errcode.EngineConfigInvalid, err, err.Error())
+}
+
+// errorLine is how a refusal to start is printed: the message, then its
+// catalogue code.
+func errorLine(err error) string {
+	line := "Error: " + err.Error()
+	if c := errcode.CodeOf(err); c != "" {
+		line += " [" + string(c) + "]"
+	}
+	return line
+}
+
+// run serves until a signal; what stops it from starting is returned
+// with a catalogue code.
 func run(f flags) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if f.manifest == "" {
-		return errors.New("--manifest is required: notify-svc reads notifiers.slack_gate from the deployment manifest (realm.yaml)")
+		return refused(errors.New("--manifest is required: notify-svc reads notifiers.slack_gate from the deployment manifest (realm.yaml)"))
 	}
 	m, err := manifest.Load(f.manifest)
 	if err != nil {
-		return err
+		return refused(err)
 	}
 	secrets, err := m.Secrets(os.LookupEnv)
 	if err != nil {
-		return err
+		return refused(err)
 	}
 	g, err := m.SlackGate(secrets)
 	if err != nil {
-		return err
+		return refused(err)
 	}
 	if g == nil {
-		return m.Errorf("has no notifiers.slack_gate: there is nothing for notify-svc to do")
+		return refused(m.Errorf("has no notifiers.slack_gate: there is nothing for notify-svc to do"))
 	}
 	p, webhook, err := poster(g, f.apiURL)
 	if err != nil {
-		return m.Errorf("%s", err.Error())
+		return refused(m.Errorf("%s", err.Error()))
 	}
 	if !f.redis.Configured() {
-		return errors.New("notify-svc needs the Redis engine-svc stores runs in (--redis-url, --redis-cluster-addrs or --redis-sentinel-addrs)")
+		return refused(errors.New("notify-svc needs the Redis engine-svc stores runs in (--redis-url, --redis-cluster-addrs or --redis-sentinel-addrs)"))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rc, err := f.redis.Open(ctx)
 	if err != nil {
-		return err
+		return errcode.Wrap(errcode.EngineStoreFailed, err, err.Error())
 	}
 	defer rc.Close()
 	reg := metrics.NewRegistry()
@@ -143,7 +164,7 @@ func run(f flags) error {
 	ms, err := metrics.Serve(mctx, log, f.metricsAddr, reg, func(ctx context.Context) error { return rc.Ping(ctx).Err() })
 	if err != nil {
 		mcancel()
-		return err
+		return refused(fmt.Errorf("--metrics-addr: %w", err))
 	}
 	defer func() {
 		mcancel()
@@ -153,11 +174,11 @@ func run(f flags) error {
 	}()
 	toEngine, err := client.Transport(f.tls, mtls.RoleEngine)
 	if err != nil {
-		return err
+		return refused(err)
 	}
 	conn, err := client.NewConn(f.engineAddr, append(metrics.GRPCClient(reg), toEngine)...)
 	if err != nil {
-		return fmt.Errorf("engine-svc address %s: %w", f.engineAddr, err)
+		return refused(fmt.Errorf("engine-svc address %s: %w", f.engineAddr, err))
 	}
 	defer conn.Close()
 	if webhook {
@@ -169,7 +190,7 @@ func run(f flags) error {
 	})
 	onMessage := func(ctx context.Context, m events.Message) {
 		if err := n.Reply(ctx, m.ThreadTS, m.Text); err != nil {
-			log.Warn("notify: a reply in Slack could not be handled", "thread_ts", m.ThreadTS, "err", err)
+			log.Warn("notify: a reply in Slack could not be handled", "thread_ts", m.ThreadTS, "code", notifier.CodeOf(err), "err", err)
 		}
 	}
 	if g.AppToken != "" {
@@ -191,7 +212,7 @@ func run(f flags) error {
 		}
 		lis, err := net.Listen("tcp", srv.Addr)
 		if err != nil {
-			return fmt.Errorf("events_port: %w", err)
+			return refused(fmt.Errorf("events_port: %w", err))
 		}
 		go func() { _ = srv.Serve(lis) }()
 		// Stopped when run returns, after the notifier's loop.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,6 +141,23 @@ func (s *stack) posted(run string) bool {
 	return false
 }
 
+// due reports whether a job of one of kinds is scheduled (or claimed) for
+// run's gate.
+func (s *stack) due(run string, kinds ...string) bool {
+	jobs, err := s.raw.Redis().ZRange(ctx(s.t), s.raw.Prefix()+":{notify}:due", 0, -1).Result()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, j := range jobs {
+		for _, k := range kinds {
+			if strings.HasPrefix(j, k+run+"@") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -215,5 +233,52 @@ func TestTwoNotifierProcessesPostEachGateOnce(t *testing.T) {
 	}
 	if len(s.slack.Posts()) != 2*len(runs) {
 		t.Errorf("%d posts for %d gates: %v", len(s.slack.Posts()), len(runs), fmt.Sprint(s.slack.Posts()))
+	}
+}
+
+// A notifier SIGKILLed after Slack took a post and before it finished the
+// job (its answer held, so the kill lands in exactly that window): the
+// next one finds the post in Slack, does not make it again, and goes on
+// in its thread.
+func TestANotifierKilledAfterSlackTookAPostDoesNotRepeatIt(t *testing.T) {
+	cases := []struct {
+		name string
+		hold func(slackstub.Post) bool
+	}{
+		{"the gate message", func(p slackstub.Post) bool { return p.ThreadTS == "" }},
+		{"the reminder", func(p slackstub.Post) bool { return p.ThreadTS != "" }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newStack(t)
+			var held atomic.Bool
+			s.slack.SetFate(func(p slackstub.Post) slackstub.Fate {
+				if c.hold(p) && held.CompareAndSwap(false, true) {
+					return slackstub.Hold
+				}
+				return slackstub.Answer
+			})
+			first := s.start()
+			run := s.open()
+			select {
+			case <-s.slack.Held():
+			case <-time.After(15 * time.Second):
+				t.Fatalf("no post was held: %+v", s.slack.Posts())
+			}
+			if err := first.Process.Kill(); err != nil { // SIGKILL, its post taken and unanswered
+				t.Fatal(err)
+			}
+			_ = first.Wait()
+			s.start()
+			waitFor(t, "the gate message and its reminder were not finished after the restart", 15*time.Second, func() bool {
+				_, replies, anchors := s.count()
+				return s.posted(run) && replies[anchors[run]] > 0 && !s.due(run, "open|", "remind|")
+			})
+			time.Sleep(1500 * time.Millisecond) // more ticks: nothing may follow
+			messages, replies, anchors := s.count()
+			if messages[run] != 1 || replies[anchors[run]] != 1 || len(s.slack.Posts()) != 2 {
+				t.Fatalf("posts after a kill with %s taken and unanswered = %+v", c.name, s.slack.Posts())
+			}
+		})
 	}
 }

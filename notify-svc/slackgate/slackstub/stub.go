@@ -1,7 +1,8 @@
 // Package slackstub is a local stand-in for the Slack Web API's
-// chat.postMessage, an incoming webhook and Socket Mode
-// (apps.connections.open and its WebSocket), recording every post, for
-// tests of what notify-svc says.
+// chat.postMessage, conversations.history and conversations.replies
+// (answered from the posts it recorded), an incoming webhook and Socket
+// Mode (apps.connections.open and its WebSocket), recording every post and
+// every Web API call, for tests of what notify-svc says.
 package slackstub
 
 import (
@@ -27,7 +28,27 @@ type Post struct {
 	// TS is the ts the stub answered with ("" for a webhook post).
 	TS   string
 	Auth string
+	// blocks is the post's blocks as sent, given back when it is read.
+	blocks string
 }
+
+// Fate is what becomes of a chat.postMessage after the stub recorded it.
+type Fate int
+
+const (
+	// Answer it, as Slack does.
+	Answer Fate = iota
+	// Hold the answer until the test ends or the client goes away: the
+	// post is made and its poster never learns so.
+	Hold
+	// Drop the connection unanswered.
+	Drop
+	// Unavailable answers 503 and keeps nothing: the post never got in.
+	Unavailable
+	// Refuse answers Slack's {"ok": false, "error": "channel_not_found"}
+	// and keeps nothing.
+	Refuse
+)
 
 // Stub serves chat.postMessage under /api/ and an incoming webhook at /hook.
 type Stub struct {
@@ -40,19 +61,66 @@ type Stub struct {
 	appToken string
 	acks     []string
 	wsReady  chan struct{}
+	// calls are the Web API methods called, in order.
+	calls     []string
+	now       func() time.Time
+	lastMicro int64
+	fate      func(Post) Fate
+	held      chan Post
+	release   chan struct{}
+	denyReads string
 }
 
 // Start serves a stub until the test ends.
 func Start(t testing.TB) *Stub {
-	s := &Stub{wsReady: make(chan struct{}, 8)}
+	s := &Stub{wsReady: make(chan struct{}, 8), now: time.Now, held: make(chan Post, 16), release: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/chat.postMessage", s.postMessage)
+	mux.HandleFunc("POST /api/conversations.history", s.history)
+	mux.HandleFunc("POST /api/conversations.replies", s.replies)
 	mux.HandleFunc("POST /hook", s.hook)
 	mux.HandleFunc("POST /api/apps.connections.open", s.connectionsOpen)
 	mux.HandleFunc("GET /ws", s.socket)
 	s.srv = httptest.NewServer(mux)
 	t.Cleanup(s.srv.Close)
+	// Before Close, which waits for held answers.
+	t.Cleanup(func() { close(s.release) })
 	return s
+}
+
+// SetClock makes the stub's ts follow now (default time.Now), as a test
+// clock moves the gates' opened_at.
+func (s *Stub) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+// SetFate decides, for each chat.postMessage, whether it is recorded and
+// answered, held or dropped, or refused with a 503 (nil: every one
+// answered).
+func (s *Stub) SetFate(f func(Post) Fate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fate = f
+}
+
+// Held receives each post whose answer is being held.
+func (s *Stub) Held() <-chan Post { return s.held }
+
+// DenyReads makes conversations.history and conversations.replies answer
+// Slack's error e (e.g. "missing_scope"; "" reads again).
+func (s *Stub) DenyReads(e string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.denyReads = e
+}
+
+// Calls returns the Web API methods called so far, in order.
+func (s *Stub) Calls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls...)
 }
 
 // APIURL is the Web API base URL to give slack.OptionAPIURL.
@@ -97,16 +165,51 @@ func (s *Stub) postMessage(w http.ResponseWriter, r *http.Request) {
 		_ = json.Unmarshal([]byte(raw), &b)
 	}
 	s.mu.Lock()
-	ts := fmt.Sprintf("1700000000.%06d", len(s.posts)+1)
+	s.calls = append(s.calls, "chat.postMessage")
+	// Slack's ts: the post's time in microseconds, unique in the channel.
+	micro := max(s.now().UnixMicro(), s.lastMicro+1)
+	s.lastMicro = micro
+	ts := fmt.Sprintf("%d.%06d", micro/1e6, micro%1e6)
 	auth := r.Header.Get("Authorization")
 	if auth == "" && form.Get("token") != "" {
 		auth = "Bearer " + form.Get("token")
 	}
-	s.posts = append(s.posts, Post{Channel: form.Get("channel"), Text: form.Get("text"), ThreadTS: form.Get("thread_ts"),
-		Block: b.first(), TS: ts, Auth: auth})
+	p := Post{Channel: form.Get("channel"), Text: form.Get("text"), ThreadTS: form.Get("thread_ts"),
+		Block: b.first(), TS: ts, Auth: auth, blocks: form.Get("blocks")}
+	fate := Answer
+	if s.fate != nil {
+		fate = s.fate(p)
+	}
+	if fate != Unavailable && fate != Refuse {
+		s.posts = append(s.posts, p)
+	}
 	s.mu.Unlock()
+	switch fate {
+	case Refuse:
+		writeJSON(w, map[string]any{"ok": false, "error": "channel_not_found"})
+		return
+	case Unavailable:
+		http.Error(w, "service unavailable", http.StatusServiceUnavailable)
+		return
+	case Hold:
+		s.held <- p
+		select {
+		case <-s.release:
+		case <-r.Context().Done():
+			return
+		}
+	case Drop:
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = c.Close()
+		}
+		return
+	}
+	writeJSON(w, map[string]any{"ok": true, "channel": form.Get("channel"), "ts": ts})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": form.Get("channel"), "ts": ts})
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 func (s *Stub) hook(w http.ResponseWriter, r *http.Request) {
