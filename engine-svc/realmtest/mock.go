@@ -88,23 +88,8 @@ func (a mockAdapter) Call(_ context.Context, call runner.AdapterCall) (any, erro
 		status = 200
 	}
 	// A failing status fails the step as the http adapter would.
-	if code, failed := statusCode(status); failed {
+	if code, failed := errcode.ForHTTPStatus(status); failed {
 		return nil, handler.NewWorkflowError(code, fmt.Sprintf("Service '%s' (mocked) answered %d to %s %s", service, status, call.Method, call.Operation))
 	}
 	return map[string]any{"status": status, "data": resp.Data}, nil
-}
-
-// statusCode is the catalogue code of a failing HTTP status.
-func statusCode(status int) (errcode.Code, bool) {
-	switch {
-	case status < 400:
-		return "", false
-	case status == 401:
-		return errcode.ServiceAuthFailed, true
-	case status == 404:
-		return errcode.ServiceNotFound, true
-	case status < 500:
-		return errcode.ServiceHTTP4xx, true
-	}
-	return errcode.ServiceHTTP5xx, true
 }

@@ -129,7 +129,7 @@ func airtableError(body map[string]any) (kind, message string) {
 
 func (at *airtable) getRecord(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "get_record", "table", "record_id"); err != nil {
+	if err := p.only("get_record", "table", "record_id"); err != nil {
 		return nil, err
 	}
 	table, err := p.text("table", true)
@@ -199,7 +199,7 @@ func airtableQuery(p args) (url.Values, error) {
 
 func (at *airtable) listRecords(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "list_records", "table", "filter_by_formula", "view", "max_records", "fields", "offset", "sort",
+	if err := p.only("list_records", "table", "filter_by_formula", "view", "max_records", "fields", "offset", "sort",
 		"fetch_all", "max_pages", "max_bytes"); err != nil {
 		return nil, err
 	}
@@ -316,7 +316,7 @@ func airtableSearch(term string, fields []string) string {
 
 func (at *airtable) searchRecords(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "search_records", "table", "search_term", "fields", "view", "max_records"); err != nil {
+	if err := p.only("search_records", "table", "search_term", "fields", "view", "max_records"); err != nil {
 		return nil, err
 	}
 	table, err := p.text("table", true)
@@ -371,7 +371,7 @@ func airtableWrite(p args) (table string, body map[string]any, err error) {
 
 func (at *airtable) createRecord(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "create_record", "table", "fields", "typecast"); err != nil {
+	if err := p.only("create_record", "table", "fields", "typecast"); err != nil {
 		return nil, err
 	}
 	table, body, err := airtableWrite(p)
@@ -390,7 +390,7 @@ func (at *airtable) createRecord(ctx context.Context, call runner.AdapterCall) (
 // one is created.
 func (at *airtable) upsertRecord(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "upsert_record", "table", "fields", "fields_to_merge_on", "typecast"); err != nil {
+	if err := p.only("upsert_record", "table", "fields", "fields_to_merge_on", "typecast"); err != nil {
 		return nil, err
 	}
 	table, body, err := airtableWrite(p)
@@ -415,7 +415,7 @@ func (at *airtable) upsertRecord(ctx context.Context, call runner.AdapterCall) (
 // PUT).
 func (at *airtable) updateRecord(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "update_record", "table", "record_id", "fields", "typecast"); err != nil {
+	if err := p.only("update_record", "table", "record_id", "fields", "typecast"); err != nil {
 		return nil, err
 	}
 	table, body, err := airtableWrite(p)
@@ -435,7 +435,7 @@ func (at *airtable) updateRecord(ctx context.Context, call runner.AdapterCall) (
 
 func (at *airtable) deleteRecords(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "delete_records", "table", "record_ids"); err != nil {
+	if err := p.only("delete_records", "table", "record_ids"); err != nil {
 		return nil, err
 	}
 	table, err := p.text("table", true)

@@ -136,7 +136,7 @@ func TestAirtableOperationsSendAirtablesRequestsAndAnswerItsRecords(t *testing.T
 			// An answer without what the operation returns is refused.
 			stub.Answer(apistub.Fault{Status: 200, Body: `{}`})
 			_, err = at.do(t, tt.method, tt.op, tt.params(ids))
-			if d := sameErr(err, wantClass{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}); d != "" {
+			if d := sameErr(err, wantErr{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}); d != "" {
 				t.Errorf("an empty answer: %s", d)
 			}
 		})
@@ -279,7 +279,7 @@ func TestAirtableBadParamsAreRefusedBeforeAnyRequest(t *testing.T) {
 			t.Parallel()
 			stub, at, _ := airtableSetup(t)
 			_, err := at.do(t, tt.method, tt.op, tt.params)
-			if d := sameErr(err, wantClass{code: errcode.AdapterValidationFailed, action: errcode.ActionProvideInput}); d != "" {
+			if d := sameErr(err, wantErr{code: errcode.AdapterValidationFailed, action: errcode.ActionProvideInput}); d != "" {
 				t.Fatal(d)
 			}
 			if !strings.Contains(err.Error(), tt.wantIn) {
@@ -301,48 +301,48 @@ func TestAirtablesErrorsAreClassifiedPerSpec(t *testing.T) {
 		name   string
 		setup  func(*apistub.Airtable)
 		call   func(ids []string) (string, string, map[string]any)
-		want   wantClass
+		want   wantErr
 		wantIn string // in the message
 		// wantSleeps are the 429 waits (fake clock).
 		wantSleeps []time.Duration
 		wantSent   int
 	}{
 		{"401: the token is refused", func(s *apistub.Airtable) { s.Key = "other" }, get,
-			wantClass{code: errcode.ServiceAuthFailed, action: errcode.ActionStop}, "Authentication required", nil, 1},
+			wantErr{code: errcode.ServiceAuthFailed, action: errcode.ActionStop}, "Authentication required", nil, 1},
 		{"404: no such record", nil, func([]string) (string, string, map[string]any) {
 			return "fetch", "get_record", map[string]any{"table": "Tickets", "record_id": "recMissing0000000"}
-		}, wantClass{code: errcode.ServiceNotFound, action: errcode.ActionProvideInput}, "Could not find a record", nil, 1},
+		}, wantErr{code: errcode.ServiceNotFound, action: errcode.ActionProvideInput}, "Could not find a record", nil, 1},
 		{"403: no such table", nil, func([]string) (string, string, map[string]any) {
 			return "fetch", "list_records", map[string]any{"table": "Nope"}
-		}, wantClass{code: errcode.ServiceHTTP4xx, action: errcode.ActionStop}, "Invalid permissions", nil, 1},
+		}, wantErr{code: errcode.ServiceHTTP4xx, action: errcode.ActionStop}, "Invalid permissions", nil, 1},
 		{"422: Airtable's own message is kept", nil, func([]string) (string, string, map[string]any) {
 			return "fetch", "list_records", map[string]any{"table": "Tickets", "filter_by_formula": "NOT(("}
-		}, wantClass{code: errcode.ServiceHTTP4xx, action: errcode.ActionStop}, "The formula for filtering records is invalid", nil, 1},
+		}, wantErr{code: errcode.ServiceHTTP4xx, action: errcode.ActionStop}, "The formula for filtering records is invalid", nil, 1},
 		{"429 without Retry-After: Airtable's 30 s are waited, then sent again", func(s *apistub.Airtable) { s.Answer(apistub.AirtableRateLimited) }, get,
-			wantClass{}, "", []time.Duration{30 * time.Second}, 2},
+			wantErr{}, "", []time.Duration{30 * time.Second}, 2},
 		{"429 with Retry-After, still limited after the last wait", func(s *apistub.Airtable) {
 			f := apistub.Fault{Status: 429, Header: map[string]string{"Retry-After": "7"}}
 			s.Answer(f, f, f, f)
-		}, get, wantClass{code: errcode.ServiceRateLimited, action: errcode.ActionWaitAndProceed, retryable: true, retryAfter: 7.0}, "429", []time.Duration{7 * time.Second, 7 * time.Second, 7 * time.Second}, 4},
+		}, get, wantErr{code: errcode.ServiceRateLimited, action: errcode.ActionWaitAndProceed, retryable: true, retryAfter: 7.0}, "429", []time.Duration{7 * time.Second, 7 * time.Second, 7 * time.Second}, 4},
 		{"5xx", func(s *apistub.Airtable) {
 			s.Answer(apistub.Fault{Status: 502, Body: `{"error":{"type":"SERVER_ERROR","message":"Try again"}}`})
-		}, get, wantClass{code: errcode.ServiceHTTP5xx, action: errcode.ActionReportToUser, retryable: true}, "Try again", nil, 1},
+		}, get, wantErr{code: errcode.ServiceHTTP5xx, action: errcode.ActionReportToUser, retryable: true}, "Try again", nil, 1},
 		{"a body that is not JSON", func(s *apistub.Airtable) { s.Answer(apistub.Malformed) }, get,
-			wantClass{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}, "not the JSON expected", nil, 1},
+			wantErr{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}, "not the JSON expected", nil, 1},
 		{"JSON without the record", func(s *apistub.Airtable) { s.Answer(apistub.Fault{Status: 200, Body: `{"records":[]}`}) }, get,
-			wantClass{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}, "no record id", nil, 1},
+			wantErr{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}, "no record id", nil, 1},
 		{"a delete answer without deleted: true", func(s *apistub.Airtable) {
 			s.Answer(apistub.Fault{Status: 200, Body: `{"records":[{"id":"rec00000000000001"}]}`})
 		}, func(ids []string) (string, string, map[string]any) {
 			return "delete", "delete_records", map[string]any{"table": "Tickets", "record_ids": []any{ids[0]}}
-		}, wantClass{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}, "deleted: true", nil, 1},
+		}, wantErr{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}, "deleted: true", nil, 1},
 		{"the network", func(s *apistub.Airtable) { s.Close() }, get,
-			wantClass{code: errcode.NetworkUnreachable, action: errcode.ActionWaitForHuman, retryable: true}, "failed", nil, 0},
+			wantErr{code: errcode.NetworkUnreachable, action: errcode.ActionWaitForHuman, retryable: true}, "failed", nil, 0},
 		{"an unknown operation", nil, func([]string) (string, string, map[string]any) { return "fetch", "get_base_schema", nil },
-			wantClass{code: errcode.AdapterOpUnsupported, action: errcode.ActionReportToUser}, "has no fetch operation 'get_base_schema'", nil, 0},
+			wantErr{code: errcode.AdapterOpUnsupported, action: errcode.ActionReportToUser}, "has no fetch operation 'get_base_schema'", nil, 0},
 		{"an operation under another method", nil, func(ids []string) (string, string, map[string]any) {
 			return "update", "delete_records", map[string]any{"table": "Tickets", "record_ids": []any{ids[0]}}
-		}, wantClass{code: errcode.AdapterOpUnsupported, action: errcode.ActionReportToUser}, "has no update operation", nil, 0},
+		}, wantErr{code: errcode.AdapterOpUnsupported, action: errcode.ActionReportToUser}, "has no update operation", nil, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -416,7 +416,7 @@ func TestAirtablesErrorTypeIsInTheDetails(t *testing.T) {
 	t.Parallel()
 	_, at, _ := airtableSetup(t)
 	_, err := at.do(t, "fetch", "list_records", map[string]any{"table": "Tickets", "view": "Kanban"})
-	if d := sameErr(err, wantClass{code: errcode.ServiceHTTP4xx, action: errcode.ActionStop}); d != "" {
+	if d := sameErr(err, wantErr{code: errcode.ServiceHTTP4xx, action: errcode.ActionStop}); d != "" {
 		t.Fatal(d)
 	}
 	if got := asWorkflowErr(t, err).Details["error_type"]; got != "VIEW_NAME_NOT_FOUND" {

@@ -14,17 +14,6 @@ import (
 // gorgias and parcelpanel (their defaultRetryAfterSeconds).
 const commerceRetryAfter = 60 * time.Second
 
-// only refuses a param outside known: an operation with a fixed set of
-// params would otherwise ignore a misspelt one.
-func (a args) only(op string, known ...string) error {
-	for _, k := range sortedKeys(a) {
-		if !slices.Contains(known, k) {
-			return invalid("param '%s' is not a param of %s (it takes: %s)", k, op, strings.Join(known, ", "))
-		}
-	}
-	return nil
-}
-
 // positive is a whole-number id param greater than zero.
 func (a args) positive(key string) (int64, error) {
 	n, _, err := a.integer(key, true)

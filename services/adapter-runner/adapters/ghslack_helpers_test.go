@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/realm-go/realm/pkg/errcode"
 	"github.com/realm-go/realm/pkg/handler"
 	"github.com/realm-go/realm/pkg/runner"
 	"github.com/realm-go/realm/services/adapter-runner/adapters"
@@ -43,26 +42,6 @@ func ghCallCtx(ctx context.Context, t *testing.T, a runner.Adapter, method, op s
 		t.Fatalf("error %v is not a WorkflowError", err)
 	}
 	return nil, we
-}
-
-// wantError is one row of spec §13.4: code, agent_action, retryable and
-// details.retry_after (nil: absent).
-type wantError struct {
-	code       errcode.Code
-	action     errcode.AgentAction
-	retryable  bool
-	retryAfter any
-}
-
-func (w wantError) check(t *testing.T, got *handler.WorkflowError) {
-	t.Helper()
-	if got == nil {
-		t.Fatalf("no error, want %s", w.code)
-	}
-	if got.Code != w.code || got.AgentAction != w.action || got.Retryable != w.retryable || got.Details["retry_after"] != w.retryAfter {
-		t.Errorf("error = %s/%s retryable %v retry_after %v (%s), want %s/%s retryable %v retry_after %v",
-			got.Code, got.AgentAction, got.Retryable, got.Details["retry_after"], got.Message, w.code, w.action, w.retryable, w.retryAfter)
-	}
 }
 
 // loadManifest builds a manifest's adapters with an empty environment.

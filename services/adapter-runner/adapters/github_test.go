@@ -147,53 +147,53 @@ func TestGitHubClassifiesEachAnswerPerSpec13_4(t *testing.T) {
 		params     map[string]any
 		faults     []apistub.Fault
 		closed     bool // the stub is down: a network failure
-		want       wantError
+		want       wantErr
 		wantSleeps []time.Duration
 	}{
 		{"401: auth failed", "get_issue", "fetch", issue, []apistub.Fault{{Status: 401, Body: `{"message":"Bad credentials"}`}},
-			false, wantError{errcode.ServiceAuthFailed, errcode.ActionStop, false, nil}, nil},
+			false, wantErr{errcode.ServiceAuthFailed, errcode.ActionStop, false, nil}, nil},
 		{"404: SERVICE_HTTP_4XX with stop (github's exception)", "get_issue", "fetch", map[string]any{"repo": "octo/app", "issue_number": 404.0}, nil,
-			false, wantError{errcode.ServiceHTTP4xx, errcode.ActionStop, false, nil}, nil},
+			false, wantErr{errcode.ServiceHTTP4xx, errcode.ActionStop, false, nil}, nil},
 		{"403 without a rate limit: a refusal, SERVICE_HTTP_4XX", "get_issue", "fetch", issue, []apistub.Fault{{Status: 403, Body: `{"message":"Resource not accessible by integration"}`}},
-			false, wantError{errcode.ServiceHTTP4xx, errcode.ActionStop, false, nil}, nil},
+			false, wantErr{errcode.ServiceHTTP4xx, errcode.ActionStop, false, nil}, nil},
 		{"422: SERVICE_HTTP_4XX", "apply_labels", "create", map[string]any{"repo": "octo/app", "issue_number": 12.0, "labels": []any{"nope"}}, nil,
-			false, wantError{errcode.ServiceHTTP4xx, errcode.ActionStop, false, nil}, nil},
+			false, wantErr{errcode.ServiceHTTP4xx, errcode.ActionStop, false, nil}, nil},
 		{"429 with Retry-After: waited, then sent again", "get_issue", "fetch", issue, []apistub.Fault{{Status: 429, Header: map[string]string{"Retry-After": "2"}}},
-			false, wantError{}, []time.Duration{2 * time.Second}},
+			false, wantErr{}, []time.Duration{2 * time.Second}},
 		{"429 with Retry-After every time: rate limited with retry_after", "get_issue", "fetch", issue, repeat(apistub.Fault{Status: 429, Header: map[string]string{"Retry-After": "2"}}),
-			false, wantError{errcode.ServiceRateLimited, errcode.ActionWaitAndProceed, true, 2.0}, []time.Duration{2 * time.Second, 2 * time.Second, 2 * time.Second}},
+			false, wantErr{errcode.ServiceRateLimited, errcode.ActionWaitAndProceed, true, 2.0}, []time.Duration{2 * time.Second, 2 * time.Second, 2 * time.Second}},
 		{"429 without Retry-After or reset: GitHub's minute, then sent again", "get_issue", "fetch", issue, []apistub.Fault{{Status: 429}},
-			false, wantError{}, []time.Duration{time.Minute}},
+			false, wantErr{}, []time.Duration{time.Minute}},
 		{"429 without Retry-After every time: rate limited, retry_after GitHub's minute", "get_issue", "fetch", issue, repeat(apistub.Fault{Status: 429}),
-			false, wantError{errcode.ServiceRateLimited, errcode.ActionWaitAndProceed, true, 60.0}, []time.Duration{time.Minute, time.Minute, time.Minute}},
+			false, wantErr{errcode.ServiceRateLimited, errcode.ActionWaitAndProceed, true, 60.0}, []time.Duration{time.Minute, time.Minute, time.Minute}},
 		{"403 with x-ratelimit-remaining 0: waited until x-ratelimit-reset", "get_issue", "fetch", issue, []apistub.Fault{limited},
-			false, wantError{}, []time.Duration{30 * time.Second}},
+			false, wantErr{}, []time.Duration{30 * time.Second}},
 		{"403 secondary rate limit without Retry-After: a minute", "get_issue", "fetch", issue, []apistub.Fault{secondary},
-			false, wantError{}, []time.Duration{time.Minute}},
+			false, wantErr{}, []time.Duration{time.Minute}},
 		{"5xx: report_to_user, retryable", "get_issue", "fetch", issue, []apistub.Fault{{Status: 502, Body: "<html>bad gateway</html>"}},
-			false, wantError{errcode.ServiceHTTP5xx, errcode.ActionReportToUser, true, nil}, nil},
+			false, wantErr{errcode.ServiceHTTP5xx, errcode.ActionReportToUser, true, nil}, nil},
 		{"malformed body", "get_issue", "fetch", issue, []apistub.Fault{{Status: 200, Body: `{"number": 12,`}},
-			false, wantError{errcode.ServiceResponseInvalid, errcode.ActionReportToUser, false, nil}, nil},
+			false, wantErr{errcode.ServiceResponseInvalid, errcode.ActionReportToUser, false, nil}, nil},
 		{"network failure on a read: retryable", "get_issue", "fetch", issue, nil,
-			true, wantError{errcode.NetworkUnreachable, errcode.ActionWaitForHuman, true, nil}, nil},
+			true, wantErr{errcode.NetworkUnreachable, errcode.ActionWaitForHuman, true, nil}, nil},
 		{"network failure on post_comment: not retried (it may have been posted)", "post_comment", "create", map[string]any{"repo": "octo/app", "issue_number": 12.0, "body": "x"}, nil,
-			true, wantError{errcode.NetworkUnreachable, errcode.ActionWaitForHuman, false, nil}, nil},
+			true, wantErr{errcode.NetworkUnreachable, errcode.ActionWaitForHuman, false, nil}, nil},
 		{"unknown operation: ENGINE_ADAPTER_FAILED (github's exception)", "get_repo", "fetch", issue, nil,
-			false, wantError{errcode.EngineAdapterFailed, errcode.ActionStop, false, nil}, nil},
+			false, wantErr{errcode.EngineAdapterFailed, errcode.ActionStop, false, nil}, nil},
 		{"missing method", "get_issue", "delete", issue, nil,
-			false, wantError{errcode.AdapterOpUnsupported, errcode.ActionReportToUser, false, nil}, nil},
+			false, wantErr{errcode.AdapterOpUnsupported, errcode.ActionReportToUser, false, nil}, nil},
 		{"bad params: repo not owner/name", "get_issue", "fetch", map[string]any{"repo": "octo", "issue_number": 12.0}, nil,
-			false, wantError{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil},
+			false, wantErr{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil},
 		{"bad params: a path leaving the contents API", "get_file_contents", "fetch", map[string]any{"repo": "octo/app", "path": "../../../user"}, nil,
-			false, wantError{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil},
+			false, wantErr{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil},
 		{"bad params: issue_number and pr_number both", "post_comment", "create", map[string]any{"repo": "octo/app", "issue_number": 12.0, "pr_number": 7.0, "body": "x"}, nil,
-			false, wantError{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil},
+			false, wantErr{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil},
 		{"bad params: no labels", "apply_labels", "create", map[string]any{"repo": "octo/app", "issue_number": 12.0, "labels": []any{}}, nil,
-			false, wantError{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil},
+			false, wantErr{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil},
 		{"a directory is not a file", "get_file_contents", "fetch", map[string]any{"repo": "octo/app", "path": "docs"}, nil,
-			false, wantError{errcode.EngineAdapterFailed, errcode.ActionStop, false, nil}, nil},
+			false, wantErr{errcode.EngineAdapterFailed, errcode.ActionStop, false, nil}, nil},
 		{"a file over 1 MB has no content", "get_file_contents", "fetch", map[string]any{"repo": "octo/app", "path": "big.bin"}, nil,
-			false, wantError{errcode.EngineAdapterFailed, errcode.ActionStop, false, nil}, nil},
+			false, wantErr{errcode.EngineAdapterFailed, errcode.ActionStop, false, nil}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,7 +230,7 @@ func TestGitHubPrimaryLimitResettingAfterTheStepsDeadlineIsRateLimitedWithRetryA
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	_, err := ghCallCtx(ctx, t, a, "fetch", "get_issue", map[string]any{"repo": "octo/app", "issue_number": 12.0}, nil)
-	wantError{errcode.ServiceRateLimited, errcode.ActionWaitAndProceed, true, 3600.0}.check(t, err)
+	wantErr{errcode.ServiceRateLimited, errcode.ActionWaitAndProceed, true, 3600.0}.check(t, err)
 	if got := clock.recorded(); len(got) != 0 {
 		t.Errorf("slept %v, want no wait", got)
 	}
@@ -251,7 +251,7 @@ func TestGitHubStepAbortedWhenTheStepsTimeHasPassed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := ghCallCtx(ctx, t, a, "fetch", "get_issue", map[string]any{"repo": "octo/app", "issue_number": 12.0}, nil)
-	wantError{errcode.StepAborted, errcode.ActionReportToUser, false, nil}.check(t, err)
+	wantErr{errcode.StepAborted, errcode.ActionReportToUser, false, nil}.check(t, err)
 	if n := len(stub.Requests()); n != 0 {
 		t.Errorf("%d requests sent after the step's time passed", n)
 	}

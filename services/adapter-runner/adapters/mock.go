@@ -126,27 +126,9 @@ func (m *mock) answer(ctx context.Context, call runner.AdapterCall) (any, error)
 		e := *a.err
 		return nil, &e
 	}
-	if code, failed := mockStatusCode(a.status); failed {
+	if code, failed := errcode.ForHTTPStatus(a.status); failed {
 		return nil, fail(code, map[string]any{"status": a.status, "operation": call.Operation},
 			"Adapter '%s' (mock) answered %d to %s %s", m.name, a.status, call.Method, call.Operation)
 	}
 	return reply(a.status, a.data), nil
-}
-
-// mockStatusCode is the code of spec §13.4 for a failing status, as
-// `realm workflow test` raises it for a fixture's mocked status, plus 429.
-func mockStatusCode(status int) (errcode.Code, bool) {
-	switch {
-	case status < 400:
-		return "", false
-	case status == 401:
-		return errcode.ServiceAuthFailed, true
-	case status == 404:
-		return errcode.ServiceNotFound, true
-	case status == 429:
-		return errcode.ServiceRateLimited, true
-	case status < 500:
-		return errcode.ServiceHTTP4xx, true
-	}
-	return errcode.ServiceHTTP5xx, true
 }

@@ -62,16 +62,16 @@ func TestTheMockFailsAsItsResponseSays(t *testing.T) {
 	})
 	tests := []struct {
 		op     string
-		want   wantClass
+		want   wantErr
 		wantIn string
 	}{
-		{"unauthorized", wantClass{code: errcode.ServiceAuthFailed, action: errcode.ActionStop}, "answered 401"},
-		{"missing", wantClass{code: errcode.ServiceNotFound, action: errcode.ActionProvideInput}, "answered 404"},
-		{"refused", wantClass{code: errcode.ServiceHTTP4xx, action: errcode.ActionStop}, "answered 422"},
-		{"limited", wantClass{code: errcode.ServiceRateLimited, action: errcode.ActionWaitAndProceed, retryable: true}, "answered 429"},
-		{"down", wantClass{code: errcode.ServiceHTTP5xx, action: errcode.ActionWaitForHuman, retryable: true}, "answered 503"},
-		{"offline", wantClass{code: errcode.NetworkUnreachable, action: errcode.ActionWaitForHuman, retryable: true}, "connection refused"},
-		{"not_configured", wantClass{code: errcode.EngineAdapterFailed, action: errcode.ActionReportToUser},
+		{"unauthorized", wantErr{code: errcode.ServiceAuthFailed, action: errcode.ActionStop}, "answered 401"},
+		{"missing", wantErr{code: errcode.ServiceNotFound, action: errcode.ActionProvideInput}, "answered 404"},
+		{"refused", wantErr{code: errcode.ServiceHTTP4xx, action: errcode.ActionStop}, "answered 422"},
+		{"limited", wantErr{code: errcode.ServiceRateLimited, action: errcode.ActionWaitAndProceed, retryable: true}, "answered 429"},
+		{"down", wantErr{code: errcode.ServiceHTTP5xx, action: errcode.ActionWaitForHuman, retryable: true}, "answered 503"},
+		{"offline", wantErr{code: errcode.NetworkUnreachable, action: errcode.ActionWaitForHuman, retryable: true}, "connection refused"},
+		{"not_configured", wantErr{code: errcode.EngineAdapterFailed, action: errcode.ActionReportToUser},
 			"MockServiceRecorder: no response configured for operation 'not_configured'"},
 	}
 	for _, tt := range tests {
@@ -103,7 +103,7 @@ func TestTheMockWaitsItsDelayOnTheRunnersClock(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the step's time limit has passed
 	_, err := m.adapter.Call(ctx, runner.AdapterCall{Method: "fetch", Operation: "slow", Config: map[string]any{}})
-	if d := sameErr(err, wantClass{code: errcode.StepAborted, action: errcode.ActionReportToUser}); d != "" {
+	if d := sameErr(err, wantErr{code: errcode.StepAborted, action: errcode.ActionReportToUser}); d != "" {
 		t.Error(d)
 	}
 }
@@ -135,7 +135,7 @@ func TestAMockWithoutConfigAnswersNothing(t *testing.T) {
 	t.Parallel()
 	m := buildEntry(t, apistub.Example{Adapter: "mock"})
 	_, err := m.do(t, "fetch", "anything", nil)
-	if d := sameErr(err, wantClass{code: errcode.EngineAdapterFailed, action: errcode.ActionReportToUser}); d != "" {
+	if d := sameErr(err, wantErr{code: errcode.EngineAdapterFailed, action: errcode.ActionReportToUser}); d != "" {
 		t.Error(d)
 	}
 }

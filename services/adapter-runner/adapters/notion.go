@@ -144,7 +144,7 @@ func notionFilterProperties(p args) (url.Values, error) {
 
 func (n *notion) getPage(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "get_page", "page_id", "filter_properties"); err != nil {
+	if err := p.only("get_page", "page_id", "filter_properties"); err != nil {
 		return nil, err
 	}
 	page, err := notionID(p, "page_id")
@@ -160,7 +160,7 @@ func (n *notion) getPage(ctx context.Context, call runner.AdapterCall) (any, err
 
 func (n *notion) listBlockChildren(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "list_block_children", "block_id", "start_cursor", "page_size"); err != nil {
+	if err := p.only("list_block_children", "block_id", "start_cursor", "page_size"); err != nil {
 		return nil, err
 	}
 	block, err := notionID(p, "block_id")
@@ -185,7 +185,7 @@ func notionPagingBody(p args, keys ...string) (map[string]any, error) {
 
 func (n *notion) queryDataSource(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "query_data_source", "data_source_id", "filter", "sorts", "start_cursor", "page_size", "filter_properties", "in_trash"); err != nil {
+	if err := p.only("query_data_source", "data_source_id", "filter", "sorts", "start_cursor", "page_size", "filter_properties", "in_trash"); err != nil {
 		return nil, err
 	}
 	source, err := notionID(p, "data_source_id")
@@ -214,7 +214,7 @@ func (n *notion) queryDataSource(ctx context.Context, call runner.AdapterCall) (
 
 func (n *notion) search(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "search", "query", "filter", "sort", "start_cursor", "page_size"); err != nil {
+	if err := p.only("search", "query", "filter", "sort", "start_cursor", "page_size"); err != nil {
 		return nil, err
 	}
 	if _, err := p.text("query", false); err != nil {
@@ -282,7 +282,7 @@ func notionBlocks(p args, key string, required bool) ([]any, error) {
 
 func (n *notion) createPage(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "create_page", "parent", "properties", "children", "markdown", "icon", "cover"); err != nil {
+	if err := p.only("create_page", "parent", "properties", "children", "markdown", "icon", "cover"); err != nil {
 		return nil, err
 	}
 	par, err := notionParent(p)
@@ -312,7 +312,7 @@ func (n *notion) createPage(ctx context.Context, call runner.AdapterCall) (any, 
 
 func (n *notion) appendBlockChildren(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "append_block_children", "block_id", "children", "position"); err != nil {
+	if err := p.only("append_block_children", "block_id", "children", "position"); err != nil {
 		return nil, err
 	}
 	block, err := notionID(p, "block_id")
@@ -347,7 +347,7 @@ func (n *notion) updatePage(ctx context.Context, call runner.AdapterCall) (any, 
 	if _, has := p["archived"]; has {
 		return nil, invalid("param 'archived' is deprecated in the Notion API: use 'in_trash' (true moves the page to the trash, false restores it)")
 	}
-	if err := onlyParams(p, "update_page", "page_id", "properties", "icon", "cover", "in_trash", "is_locked"); err != nil {
+	if err := p.only("update_page", "page_id", "properties", "icon", "cover", "in_trash", "is_locked"); err != nil {
 		return nil, err
 	}
 	page, err := notionID(p, "page_id")
@@ -370,7 +370,7 @@ func (n *notion) updatePage(ctx context.Context, call runner.AdapterCall) (any, 
 
 func (n *notion) deleteBlock(ctx context.Context, call runner.AdapterCall) (any, error) {
 	p := args(call.Params)
-	if err := onlyParams(p, "delete_block", "block_id"); err != nil {
+	if err := p.only("delete_block", "block_id"); err != nil {
 		return nil, err
 	}
 	block, err := notionID(p, "block_id")

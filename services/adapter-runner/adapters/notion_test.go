@@ -179,7 +179,7 @@ func TestNotionOperationsSendNotionsRequests(t *testing.T) {
 			// An answer without what the operation returns is refused.
 			stub.Answer(apistub.Fault{Status: 200, Body: `{}`})
 			_, err = n.do(t, tt.method, tt.op, tt.params(w))
-			if d := sameErr(err, wantClass{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}); d != "" {
+			if d := sameErr(err, wantErr{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}); d != "" {
 				t.Errorf("an empty answer: %s", d)
 			}
 		})
@@ -190,7 +190,7 @@ func TestNotionRefusesArchivedInFavourOfInTrash(t *testing.T) {
 	t.Parallel()
 	stub, n, w := notionSetup(t)
 	_, err := n.do(t, "update", "update_page", map[string]any{"page_id": w.page, "archived": true})
-	if d := sameErr(err, wantClass{code: errcode.AdapterValidationFailed, action: errcode.ActionProvideInput}); d != "" {
+	if d := sameErr(err, wantErr{code: errcode.AdapterValidationFailed, action: errcode.ActionProvideInput}); d != "" {
 		t.Fatal(d)
 	}
 	if !strings.Contains(err.Error(), "use 'in_trash'") {
@@ -225,7 +225,7 @@ func TestNotionCreatesAreNotRetriedAfterANetworkFailure(t *testing.T) {
 			stub, n, w := notionSetup(t)
 			stub.Close()
 			_, err := n.do(t, tt.method, tt.op, tt.params(w))
-			if d := sameErr(err, wantClass{code: errcode.NetworkUnreachable, action: errcode.ActionWaitForHuman, retryable: tt.retryable}); d != "" {
+			if d := sameErr(err, wantErr{code: errcode.NetworkUnreachable, action: errcode.ActionWaitForHuman, retryable: tt.retryable}); d != "" {
 				t.Error(d)
 			}
 		})
@@ -241,44 +241,44 @@ func TestNotionsErrorsAreClassifiedPerSpec(t *testing.T) {
 		name       string
 		setup      func(*apistub.Notion)
 		call       func(w notionWorld) (string, string, map[string]any)
-		want       wantClass
+		want       wantErr
 		wantIn     string
 		wantSleeps []time.Duration
 	}{
 		{"401", func(s *apistub.Notion) { s.Key = "other" }, get,
-			wantClass{code: errcode.ServiceAuthFailed, action: errcode.ActionStop}, "API token is invalid", nil},
+			wantErr{code: errcode.ServiceAuthFailed, action: errcode.ActionStop}, "API token is invalid", nil},
 		{"404", nil, func(notionWorld) (string, string, map[string]any) {
 			return "fetch", "get_page", map[string]any{"page_id": "00000000-0000-4000-8000-999999999999"}
-		}, wantClass{code: errcode.ServiceNotFound, action: errcode.ActionProvideInput}, "Could not find page", nil},
+		}, wantErr{code: errcode.ServiceNotFound, action: errcode.ActionProvideInput}, "Could not find page", nil},
 		{"400 with Notion's message", func(s *apistub.Notion) { s.Version = "2022-06-28" }, get,
-			wantClass{code: errcode.ServiceHTTP4xx, action: errcode.ActionStop}, "Notion-Version header failed validation", nil},
+			wantErr{code: errcode.ServiceHTTP4xx, action: errcode.ActionStop}, "Notion-Version header failed validation", nil},
 		{"409 with Notion's message", func(s *apistub.Notion) { s.Answer(apistub.NotionConflict) }, get,
-			wantClass{code: errcode.ServiceHTTP4xx, action: errcode.ActionStop}, "Conflict occurred while saving", nil},
+			wantErr{code: errcode.ServiceHTTP4xx, action: errcode.ActionStop}, "Conflict occurred while saving", nil},
 		{"429 with Retry-After: waited, then a person is asked", func(s *apistub.Notion) {
 			s.Answer(apistub.NotionRateLimited, apistub.NotionRateLimited, apistub.NotionRateLimited, apistub.NotionRateLimited)
-		}, get, wantClass{code: errcode.ServiceRateLimited, action: errcode.ActionWaitForHuman, retryable: true, retryAfter: 1.0}, "429",
+		}, get, wantErr{code: errcode.ServiceRateLimited, action: errcode.ActionWaitForHuman, retryable: true, retryAfter: 1.0}, "429",
 			[]time.Duration{time.Second, time.Second, time.Second}},
 		{"429 without Retry-After: a person is asked at once", func(s *apistub.Notion) {
 			s.Answer(apistub.Fault{Status: 429, Body: `{"object":"error","status":429,"code":"rate_limited","message":"slow down"}`})
-		}, get, wantClass{code: errcode.ServiceRateLimited, action: errcode.ActionWaitForHuman, retryable: true}, "429", nil},
+		}, get, wantErr{code: errcode.ServiceRateLimited, action: errcode.ActionWaitForHuman, retryable: true}, "429", nil},
 		{"503 waits for a person", func(s *apistub.Notion) { s.Answer(apistub.NotionUnavailable) }, get,
-			wantClass{code: errcode.ServiceHTTP5xx, action: errcode.ActionWaitForHuman, retryable: true}, "Notion is unavailable", nil},
+			wantErr{code: errcode.ServiceHTTP5xx, action: errcode.ActionWaitForHuman, retryable: true}, "Notion is unavailable", nil},
 		{"another 5xx is reported", func(s *apistub.Notion) { s.Answer(apistub.Fault{Status: 500}) }, get,
-			wantClass{code: errcode.ServiceHTTP5xx, action: errcode.ActionReportToUser, retryable: true}, "500", nil},
+			wantErr{code: errcode.ServiceHTTP5xx, action: errcode.ActionReportToUser, retryable: true}, "500", nil},
 		{"a body that is not JSON", func(s *apistub.Notion) { s.Answer(apistub.Malformed) }, get,
-			wantClass{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}, "not the JSON expected", nil},
+			wantErr{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}, "not the JSON expected", nil},
 		{"a list without results", func(s *apistub.Notion) { s.Answer(apistub.Fault{Status: 200, Body: `{"object":"list"}`}) },
 			func(w notionWorld) (string, string, map[string]any) {
 				return "fetch", "search", map[string]any{}
-			}, wantClass{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}, "no results array", nil},
+			}, wantErr{code: errcode.ServiceResponseInvalid, action: errcode.ActionReportToUser}, "no results array", nil},
 		{"the network", func(s *apistub.Notion) { s.Close() }, get,
-			wantClass{code: errcode.NetworkUnreachable, action: errcode.ActionWaitForHuman, retryable: true}, "failed", nil},
+			wantErr{code: errcode.NetworkUnreachable, action: errcode.ActionWaitForHuman, retryable: true}, "failed", nil},
 		{"an unknown operation", nil, func(notionWorld) (string, string, map[string]any) { return "fetch", "get_database", nil },
-			wantClass{code: errcode.AdapterOpUnsupported, action: errcode.ActionReportToUser}, "has no fetch operation 'get_database'", nil},
+			wantErr{code: errcode.AdapterOpUnsupported, action: errcode.ActionReportToUser}, "has no fetch operation 'get_database'", nil},
 		{"a method without operations of that name", nil, func(w notionWorld) (string, string, map[string]any) {
 			return "delete", "delete_page", map[string]any{"page_id": w.page}
-		}, wantClass{code: errcode.AdapterOpUnsupported, action: errcode.ActionReportToUser}, "has no delete operation", nil},
-		{"a step config key", nil, nil, wantClass{code: errcode.AdapterValidationFailed, action: errcode.ActionProvideInput}, "takes its settings from the deployment manifest", nil},
+		}, wantErr{code: errcode.AdapterOpUnsupported, action: errcode.ActionReportToUser}, "has no delete operation", nil},
+		{"a step config key", nil, nil, wantErr{code: errcode.AdapterValidationFailed, action: errcode.ActionProvideInput}, "takes its settings from the deployment manifest", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -338,7 +338,7 @@ func TestNotionBadParamsAreRefusedBeforeAnyRequest(t *testing.T) {
 			t.Parallel()
 			stub, n, _ := notionSetup(t)
 			_, err := n.do(t, tt.method, tt.op, tt.params)
-			if d := sameErr(err, wantClass{code: errcode.AdapterValidationFailed, action: errcode.ActionProvideInput}); d != "" {
+			if d := sameErr(err, wantErr{code: errcode.AdapterValidationFailed, action: errcode.ActionProvideInput}); d != "" {
 				t.Fatal(d)
 			}
 			if !strings.Contains(err.Error(), tt.wantIn) {

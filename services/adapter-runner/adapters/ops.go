@@ -135,3 +135,14 @@ func (a args) object(key string, required bool) (map[string]any, error) {
 	}
 	return m, nil
 }
+
+// only refuses a param outside known: an operation with a fixed set of
+// params would otherwise ignore a misspelt one.
+func (a args) only(op string, known ...string) error {
+	for _, k := range sortedKeys(a) {
+		if !slices.Contains(known, k) {
+			return invalid("param '%s' is not a param of %s (it takes: %s)", k, op, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}

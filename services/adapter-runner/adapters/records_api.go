@@ -3,7 +3,6 @@ package adapters
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/realm-go/realm/pkg/errcode"
@@ -12,18 +11,6 @@ import (
 // Helpers of the record APIs (airtable, notion): params read strictly, the
 // shape of an answer checked, and the service's own error message added to
 // the classified error.
-
-// onlyParams refuses a param the operation does not read: a misspelt one
-// (filterByFormula for filter_by_formula) would otherwise be dropped
-// silently and the call would do something else than written.
-func onlyParams(p args, op string, known ...string) error {
-	for _, k := range sortedKeys(p) {
-		if !slices.Contains(known, k) {
-			return invalid("param '%s' is not a param of %s (it has: %s)", k, op, strings.Join(known, ", "))
-		}
-	}
-	return nil
-}
 
 // boolParam is a boolean param; has is false when it is absent.
 func boolParam(p args, key string) (v, has bool, err error) {

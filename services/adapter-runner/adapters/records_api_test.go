@@ -80,18 +80,9 @@ func (e entry) doConfig(t *testing.T, method, op string, params, config map[stri
 	return m, nil
 }
 
-// wantClass is an error's classification (spec §13.4).
-type wantClass struct {
-	code      errcode.Code
-	action    errcode.AgentAction
-	retryable bool
-	// retryAfter is details.retry_after (nil: absent).
-	retryAfter any
-}
-
 // sameErr is "" when err is a WorkflowError classified as want, else
 // what differs.
-func sameErr(err error, want wantClass) string {
+func sameErr(err error, want wantErr) string {
 	var we *handler.WorkflowError
 	if !errors.As(err, &we) {
 		return fmt.Sprintf("error %v is not a WorkflowError", err)
@@ -174,7 +165,7 @@ func TestTheStepsTimeLimitAbortsAirtableAndNotionCalls(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel() // the attempt's time limit has passed
 		_, err := c.e.adapter.Call(ctx, runner.AdapterCall{Method: "fetch", Operation: c.op, Params: c.params, Config: map[string]any{}})
-		if d := sameErr(err, wantClass{code: errcode.StepAborted, action: errcode.ActionReportToUser}); d != "" {
+		if d := sameErr(err, wantErr{code: errcode.StepAborted, action: errcode.ActionReportToUser}); d != "" {
 			t.Errorf("%s: %s", name, d)
 		}
 	}

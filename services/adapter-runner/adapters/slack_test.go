@@ -116,54 +116,54 @@ func TestSlackClassifiesEachAnswerPerSpec13_4(t *testing.T) {
 		params     map[string]any
 		faults     []apistub.Fault
 		closed     bool
-		want       wantError
+		want       wantErr
 		wantSleeps []time.Duration
 		wantSent   int
 	}{
 		{"invalid_auth: auth failed", "xoxb-wrong", "create", "post_message", post, nil, false,
-			wantError{errcode.ServiceAuthFailed, errcode.ActionStop, false, nil}, nil, 1},
+			wantErr{errcode.ServiceAuthFailed, errcode.ActionStop, false, nil}, nil, 1},
 		{"token_revoked: auth failed", apistub.SlackToken, "fetch", "lookup_user_by_email", lookup, okFalse("token_revoked"), false,
-			wantError{errcode.ServiceAuthFailed, errcode.ActionStop, false, nil}, nil, 1},
+			wantErr{errcode.ServiceAuthFailed, errcode.ActionStop, false, nil}, nil, 1},
 		{"channel_not_found: not found", apistub.SlackToken, "create", "post_message", map[string]any{"channel": "C9", "text": "hi"}, nil, false,
-			wantError{errcode.ServiceNotFound, errcode.ActionProvideInput, false, nil}, nil, 1},
+			wantErr{errcode.ServiceNotFound, errcode.ActionProvideInput, false, nil}, nil, 1},
 		{"users_not_found: not found", apistub.SlackToken, "fetch", "lookup_user_by_email", map[string]any{"email": "bob@example.com"}, nil, false,
-			wantError{errcode.ServiceNotFound, errcode.ActionProvideInput, false, nil}, nil, 1},
+			wantErr{errcode.ServiceNotFound, errcode.ActionProvideInput, false, nil}, nil, 1},
 		{"message_not_found: not found", apistub.SlackToken, "update", "update_message", map[string]any{"channel": "C0123", "ts": "1.2", "text": "x"}, nil, false,
-			wantError{errcode.ServiceNotFound, errcode.ActionProvideInput, false, nil}, nil, 1},
+			wantErr{errcode.ServiceNotFound, errcode.ActionProvideInput, false, nil}, nil, 1},
 		{"another error: SERVICE_HTTP_4XX stop", apistub.SlackToken, "create", "post_message", post, okFalse("msg_too_long"), false,
-			wantError{errcode.ServiceHTTP4xx, errcode.ActionStop, false, nil}, nil, 1},
+			wantErr{errcode.ServiceHTTP4xx, errcode.ActionStop, false, nil}, nil, 1},
 		{"HTTP 401", apistub.SlackToken, "fetch", "lookup_user_by_email", lookup, []apistub.Fault{{Status: 401}}, false,
-			wantError{errcode.ServiceAuthFailed, errcode.ActionStop, false, nil}, nil, 1},
+			wantErr{errcode.ServiceAuthFailed, errcode.ActionStop, false, nil}, nil, 1},
 		{"HTTP 404", apistub.SlackToken, "fetch", "lookup_user_by_email", lookup, []apistub.Fault{{Status: 404}}, false,
-			wantError{errcode.ServiceNotFound, errcode.ActionProvideInput, false, nil}, nil, 1},
+			wantErr{errcode.ServiceNotFound, errcode.ActionProvideInput, false, nil}, nil, 1},
 		{"429 with Retry-After: waited, then sent again", apistub.SlackToken, "create", "post_message", post, []apistub.Fault{limited}, false,
-			wantError{}, []time.Duration{3 * time.Second}, 2},
+			wantErr{}, []time.Duration{3 * time.Second}, 2},
 		{"429 every time: rate limited with retry_after", apistub.SlackToken, "create", "post_message", post, []apistub.Fault{limited, limited, limited, limited}, false,
-			wantError{errcode.ServiceRateLimited, errcode.ActionWaitAndProceed, true, 3.0}, []time.Duration{3 * time.Second, 3 * time.Second, 3 * time.Second}, 4},
+			wantErr{errcode.ServiceRateLimited, errcode.ActionWaitAndProceed, true, 3.0}, []time.Duration{3 * time.Second, 3 * time.Second, 3 * time.Second}, 4},
 		{"429 without Retry-After: rate limited at once", apistub.SlackToken, "create", "post_message", post, []apistub.Fault{{Status: 429}}, false,
-			wantError{errcode.ServiceRateLimited, errcode.ActionWaitAndProceed, true, nil}, nil, 1},
+			wantErr{errcode.ServiceRateLimited, errcode.ActionWaitAndProceed, true, nil}, nil, 1},
 		{"HTTP 5xx: report_to_user, retryable", apistub.SlackToken, "fetch", "lookup_user_by_email", lookup, []apistub.Fault{{Status: 503, Body: "<html>"}}, false,
-			wantError{errcode.ServiceHTTP5xx, errcode.ActionReportToUser, true, nil}, nil, 1},
+			wantErr{errcode.ServiceHTTP5xx, errcode.ActionReportToUser, true, nil}, nil, 1},
 		{"internal_error on an update: retryable", apistub.SlackToken, "update", "update_message", update, okFalse("internal_error"), false,
-			wantError{errcode.ServiceHTTP5xx, errcode.ActionReportToUser, true, nil}, nil, 1},
+			wantErr{errcode.ServiceHTTP5xx, errcode.ActionReportToUser, true, nil}, nil, 1},
 		{"internal_error on a post: not retried (it may have been posted)", apistub.SlackToken, "create", "post_message", post, okFalse("internal_error"), false,
-			wantError{errcode.ServiceHTTP5xx, errcode.ActionReportToUser, false, nil}, nil, 1},
+			wantErr{errcode.ServiceHTTP5xx, errcode.ActionReportToUser, false, nil}, nil, 1},
 		{"malformed body", apistub.SlackToken, "fetch", "lookup_user_by_email", lookup, []apistub.Fault{{Status: 200, Body: `{"ok":tru`}}, false,
-			wantError{errcode.ServiceResponseInvalid, errcode.ActionReportToUser, false, nil}, nil, 1},
+			wantErr{errcode.ServiceResponseInvalid, errcode.ActionReportToUser, false, nil}, nil, 1},
 		{"network failure on a lookup: retryable", apistub.SlackToken, "fetch", "lookup_user_by_email", lookup, nil, true,
-			wantError{errcode.NetworkUnreachable, errcode.ActionWaitForHuman, true, nil}, nil, 0},
+			wantErr{errcode.NetworkUnreachable, errcode.ActionWaitForHuman, true, nil}, nil, 0},
 		{"network failure on a post: not retried", apistub.SlackToken, "create", "post_reply", map[string]any{"channel": "C0123", "thread_ts": "1.1", "text": "x"}, nil, true,
-			wantError{errcode.NetworkUnreachable, errcode.ActionWaitForHuman, false, nil}, nil, 0},
+			wantErr{errcode.NetworkUnreachable, errcode.ActionWaitForHuman, false, nil}, nil, 0},
 		{"unknown operation", apistub.SlackToken, "create", "post_ephemeral", post, nil, false,
-			wantError{errcode.AdapterOpUnsupported, errcode.ActionReportToUser, false, nil}, nil, 0},
+			wantErr{errcode.AdapterOpUnsupported, errcode.ActionReportToUser, false, nil}, nil, 0},
 		{"missing method", apistub.SlackToken, "delete", "post_message", post, nil, false,
-			wantError{errcode.AdapterOpUnsupported, errcode.ActionReportToUser, false, nil}, nil, 0},
+			wantErr{errcode.AdapterOpUnsupported, errcode.ActionReportToUser, false, nil}, nil, 0},
 		{"bad params: no text", apistub.SlackToken, "create", "post_message", map[string]any{"channel": "C0123"}, nil, false,
-			wantError{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil, 0},
+			wantErr{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil, 0},
 		{"bad params: a block that is not an object", apistub.SlackToken, "create", "post_message", map[string]any{"channel": "C0123", "text": "x", "blocks": []any{"section"}}, nil, false,
-			wantError{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil, 0},
+			wantErr{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil, 0},
 		{"bad params: post_reply without thread_ts", apistub.SlackToken, "create", "post_reply", post, nil, false,
-			wantError{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil, 0},
+			wantErr{errcode.AdapterValidationFailed, errcode.ActionProvideInput, false, nil}, nil, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,7 +244,7 @@ func TestSlackStepAbortedWhenTheStepsTimeHasPassed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := ghCallCtx(ctx, t, a, "create", "post_message", map[string]any{"channel": "C0123", "text": "hi"}, nil)
-	wantError{errcode.StepAborted, errcode.ActionReportToUser, false, nil}.check(t, err)
+	wantErr{errcode.StepAborted, errcode.ActionReportToUser, false, nil}.check(t, err)
 	if n := len(stub.Requests()); n != 0 {
 		t.Errorf("%d requests sent after the step's time passed", n)
 	}
