@@ -99,6 +99,13 @@ func TestRunnerAdapterSpecsAreKeptInTheRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A renewal rewrites the record: the specs stay.
+		if _, err := e.registry.Renew(ctx(t), &realmv1.RenewRequest{RunnerId: caps.GetRunners()[0].GetRunnerId()}); err != nil {
+			t.Fatal(err)
+		}
+		if caps, err = e.registry.ListCapabilities(ctx(t), &realmv1.ListCapabilitiesRequest{}); err != nil {
+			t.Fatal(err)
+		}
 		if got := caps.GetRunners()[0].GetAdapterSpecs(); len(got) != 1 || got[0].GetName() != "http" || got[0].GetConfigSchemaJson() != httpSchema {
 			t.Errorf("adapter_specs = %v", got)
 		}
@@ -148,5 +155,22 @@ func TestARunnerWhoseConfigSchemaRealmCannotUseIsRefused(t *testing.T) {
 	caps, err := e.registry.ListCapabilities(ctx(t), &realmv1.ListCapabilitiesRequest{})
 	if err != nil || len(caps.GetRunners()) != 0 {
 		t.Errorf("registered after a refusal: %v %v", caps, err)
+	}
+}
+
+// A step goes to any runner serving its adapter: its config must fit what
+// each of them declares.
+func TestAStepsConfigMustFitEveryLiveRunnersDeclaration(t *testing.T) {
+	t.Parallel()
+	e := setup(t, "miniredis")
+	serveAdapters(t, e, specs(httpSchema), answers)
+	if resp := e.register(t, crmWith("{ base_url: 'https://crm.test' }")); !resp.GetRegistered() {
+		t.Fatalf("refused with one runner: %v", resp.GetReport().GetErrors())
+	}
+	serveAdapters(t, e, specs(""), answers)
+	resp := e.register(t, crmWith("{ base_url: 'https://crm.test' }"))
+	want := "Step 'add_contact': 'config' declared but adapter 'http' does not declare 'config_schema' (step at line 7)"
+	if resp.GetRegistered() || strings.Join(resp.GetReport().GetErrors(), "\n") != want {
+		t.Errorf("registered=%v errors=%q, want %q", resp.GetRegistered(), resp.GetReport().GetErrors(), want)
 	}
 }
