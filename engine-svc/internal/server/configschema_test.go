@@ -148,7 +148,8 @@ func TestARunnerWhoseConfigSchemaRealmCannotUseIsRefused(t *testing.T) {
 		req := specs(tt.schema)
 		req.Endpoint = "127.0.0.1:1"
 		_, err := e.registry.Register(ctx(t), req)
-		if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tt.want) {
+		msg := status.Convert(err).Message()
+		if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(msg, tt.want) || !strings.HasSuffix(msg, ". Nothing was registered.") || strings.Contains(msg, "..") {
 			t.Errorf("%s: err = %v, want %q…", tt.name, err, tt.want)
 		}
 	}

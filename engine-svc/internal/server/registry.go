@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -159,7 +160,7 @@ func adapterSpecs(req *realmv1.RegisterRequest) ([]string, []registry.AdapterSpe
 		}
 		if text := a.GetConfigSchemaJson(); text != "" {
 			if _, err := engine.CompileConfigSchema(text); err != nil {
-				return nil, nil, status.Errorf(codes.InvalidArgument, "adapter '%s' declares a config_schema realm cannot use: %v. Nothing was registered.", name, err)
+				return nil, nil, status.Errorf(codes.InvalidArgument, "adapter '%s' declares a config_schema realm cannot use: %s. Nothing was registered.", name, strings.TrimSuffix(err.Error(), "."))
 			}
 		}
 		specs = append(specs, registry.AdapterSpec{Name: name, ConfigSchema: a.GetConfigSchemaJson()})
