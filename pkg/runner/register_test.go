@@ -249,3 +249,34 @@ func TestServeReportsAListenFailure(t *testing.T) {
 		t.Errorf("Serve error %v", err)
 	}
 }
+
+// schemaAdapter declares a config_schema (spec §13.1).
+type schemaAdapter struct{ echoAdapter }
+
+func (schemaAdapter) ConfigSchema() map[string]any {
+	return map[string]any{"type": "object", "additionalProperties": false,
+		"properties": map[string]any{"base_url": map[string]any{"type": "string"}}}
+}
+
+func TestRegistrationCarriesEachAdaptersConfigSchema(t *testing.T) {
+	t.Parallel()
+	s := setup(t, &fakeRegistry{}, runner.Options{Name: "adapters", Adapters: map[string]runner.Adapter{
+		"http": schemaAdapter{}, "filesystem": echoAdapter{},
+	}})
+	req := s.register.register
+	if got := strings.Join(req.GetAdapters(), ","); got != "filesystem,http" {
+		t.Errorf("adapters = %s, want both names for engines that read only names", got)
+	}
+	want := []*realmv1.AdapterSpec{
+		{Name: "filesystem"}, // declares none: its steps may not carry config
+		{Name: "http", ConfigSchemaJson: `{"additionalProperties":false,"properties":{"base_url":{"type":"string"}},"type":"object"}`},
+	}
+	if len(req.GetAdapterSpecs()) != len(want) {
+		t.Fatalf("adapter_specs = %v, want %v", req.GetAdapterSpecs(), want)
+	}
+	for i, w := range want {
+		if !proto.Equal(req.GetAdapterSpecs()[i], w) {
+			t.Errorf("adapter_specs[%d] = %v, want %v", i, req.GetAdapterSpecs()[i], w)
+		}
+	}
+}

@@ -14,12 +14,15 @@ package runner
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -69,6 +72,15 @@ type Registration struct {
 // message).
 type Adapter interface {
 	Call(ctx context.Context, call AdapterCall) (any, error)
+}
+
+// ConfigSchemaDeclarer is an Adapter that declares config_schema (spec
+// §13.1): the JSON Schema a service step's `config` block must fit. The
+// runner registers it with the adapter, and workflow registration refuses
+// a step whose config does not fit, or that carries config at all when its
+// adapter does not implement this. A nil schema declares none.
+type ConfigSchemaDeclarer interface {
+	ConfigSchema() map[string]any
 }
 
 // AdapterCall is one adapter call.
@@ -172,6 +184,10 @@ func Serve(ctx context.Context, opts Options, handlers ...Registration) error {
 	if err != nil {
 		return err
 	}
+	adapters, adapterSpecs, err := describeAdapters(opts.Adapters)
+	if err != nil {
+		return err
+	}
 	// Each call continues the engine's trace (a no-op until tracing.Setup
 	// configures an exporter).
 	serverOpts := append([]grpc.ServerOption{tracing.ServerHandler()}, opts.ServerOptions...)
@@ -223,18 +239,15 @@ func Serve(ctx context.Context, opts Options, handlers ...Registration) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
 
-	adapters := make([]string, 0, len(opts.Adapters))
-	for name := range opts.Adapters {
-		adapters = append(adapters, name)
-	}
 	reg := &registrar{
 		client: realmv1.NewRegistryServiceClient(conn),
 		opts:   opts,
 		req: &realmv1.RegisterRequest{
-			Endpoint:   cmp.Or(opts.Advertise, lis.Addr().String()),
-			Handlers:   specs,
-			Adapters:   sortedStrings(adapters),
-			RunnerName: opts.Name,
+			Endpoint:     cmp.Or(opts.Advertise, lis.Addr().String()),
+			Handlers:     specs,
+			Adapters:     adapters,
+			AdapterSpecs: adapterSpecs,
+			RunnerName:   opts.Name,
 		},
 	}
 	regCtx, stopReg := context.WithCancel(ctx)
@@ -294,6 +307,28 @@ func newService(opts Options, regs []Registration) (*service, []*realmv1.Handler
 		svc.adapters[name] = a
 	}
 	return svc, specs, nil
+}
+
+// describeAdapters names the adapters served, sorted, and their specs
+// (one per adapter, the config_schema as JSON text). Runners send both:
+// engines that predate specs read the names.
+func describeAdapters(adapters map[string]Adapter) ([]string, []*realmv1.AdapterSpec, error) {
+	names := sortedStrings(slices.Collect(maps.Keys(adapters)))
+	specs := make([]*realmv1.AdapterSpec, 0, len(names))
+	for _, name := range names {
+		spec := &realmv1.AdapterSpec{Name: name}
+		if d, ok := adapters[name].(ConfigSchemaDeclarer); ok {
+			if sch := d.ConfigSchema(); sch != nil {
+				b, err := json.Marshal(sch)
+				if err != nil {
+					return nil, nil, fmt.Errorf("runner: adapter %q: config_schema is not JSON: %w", name, err)
+				}
+				spec.ConfigSchemaJson = string(b)
+			}
+		}
+		specs = append(specs, spec)
+	}
+	return names, specs, nil
 }
 
 // ErrDuplicateHandler matches (with errors.Is) the error Serve returns for

@@ -24,6 +24,8 @@ var consequence = map[string]string{
 	"input_schema":  "Every execute_step submission to this step would be rejected with that error at run time",
 	"output_schema": "Every agent submission to this step would be rejected with that error at run time",
 	"trace_schema":  "Every trace submission for this step would fail with that error at run time",
+	// An adapter's (spec §13.1), which the runner registers.
+	"config_schema": "Every workflow that configures a step of this adapter would be refused with that error at registration",
 }
 
 func consequenceOf(block string) string {

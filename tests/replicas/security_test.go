@@ -281,6 +281,12 @@ func TestSecurityRunnersServeOnlyWhatTheirCertificateGrants(t *testing.T) {
 		"from thief: its certificate does not grant handler sec_total (it grants: handler:other). Nothing was registered") {
 		t.Fatalf("a runner registering another's handler: %v", err)
 	}
+	// An adapter named only in adapter_specs is checked the same.
+	_, err = regAs("thief").Register(ctx, &realmv1.RegisterRequest{Endpoint: "127.0.0.1:1", RunnerName: "thief",
+		AdapterSpecs: []*realmv1.AdapterSpec{{Name: "http"}}})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), "its certificate does not grant adapter http") {
+		t.Fatalf("a runner registering another's adapter by its spec: %v", err)
+	}
 	if n := registered(); n != 0 {
 		t.Fatalf("after the refusal %d runners are registered", n)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/pkg/errcode"
 	"github.com/realm-go/realm/pkg/ratelimit"
+	"github.com/realm-go/realm/pkg/schema"
 	"github.com/realm-go/realm/pkg/workflow"
 )
 
@@ -74,10 +75,13 @@ type Engine struct {
 	defs *defCache
 	// carriedDefs are the compiled definitions runs carry, by hash.
 	carriedDefs *bounded[*compiled]
-	runs        *bounded[*decoded]
-	reg         *registry.Registry
-	conns       *connPool
-	m           *instruments
+	// configSchemas are the adapters' compiled config_schema, by hash of
+	// the text the runners registered.
+	configSchemas *bounded[*schema.Schema]
+	runs          *bounded[*decoded]
+	reg           *registry.Registry
+	conns         *connPool
+	m             *instruments
 	// limits are the services' rate_limit buckets (nil: none).
 	limits *ratelimit.Redis
 	// drives counts the calls running handlers (see WaitDrives).
@@ -106,16 +110,17 @@ func New(o Options) *Engine {
 		o.RateLimits = ratelimit.NewRedis(r.Client(), r.Prefix()+":rate")
 	}
 	return &Engine{
-		limits:      o.RateLimits,
-		st:          o.Store,
-		now:         o.Clock,
-		log:         o.Logger,
-		defs:        newDefCache(o.DefinitionTTL),
-		carriedDefs: newBounded[*compiled](256),
-		runs:        newBounded[*decoded](o.RunCacheSize),
-		reg:         o.Registry,
-		conns:       &connPool{opts: o.RunnerDialOptions},
-		m:           newInstruments(o.Metrics),
+		limits:        o.RateLimits,
+		st:            o.Store,
+		now:           o.Clock,
+		log:           o.Logger,
+		defs:          newDefCache(o.DefinitionTTL),
+		carriedDefs:   newBounded[*compiled](256),
+		configSchemas: newBounded[*schema.Schema](256),
+		runs:          newBounded[*decoded](o.RunCacheSize),
+		reg:           o.Registry,
+		conns:         &connPool{opts: o.RunnerDialOptions},
+		m:             newInstruments(o.Metrics),
 
 		claimWindow:     o.ClaimWindow,
 		leaseRenewEvery: o.LeaseRenewEvery,

@@ -45,9 +45,16 @@ func ReportProto(r *workflow.Report) *realmv1.WorkflowReport {
 	return out
 }
 
-// ValidateWorkflow runs the loader and stores nothing.
-func (e *Engine) ValidateWorkflow(_ context.Context, req *realmv1.ValidateWorkflowRequest) (*realmv1.ValidateWorkflowResponse, error) {
-	_, rep := load(req.GetSource(), req.GetStrict())
+// ValidateWorkflow runs the loader, and the config_schema rule against the
+// live runners (spec §13.1), and stores nothing.
+func (e *Engine) ValidateWorkflow(ctx context.Context, req *realmv1.ValidateWorkflowRequest) (*realmv1.ValidateWorkflowResponse, error) {
+	def, rep := load(req.GetSource(), req.GetStrict())
+	if def != nil && rep.Valid {
+		if errs := e.configSchemaProblems(ctx, def); len(errs) > 0 {
+			rep.Valid = false
+			rep.Errors = append(rep.Errors, errs...)
+		}
+	}
 	return &realmv1.ValidateWorkflowResponse{Report: ReportProto(rep)}, nil
 }
 
@@ -56,9 +63,12 @@ func (e *Engine) ValidateWorkflow(_ context.Context, req *realmv1.ValidateWorkfl
 func (e *Engine) RegisterWorkflow(ctx context.Context, req *realmv1.RegisterWorkflowRequest) (*realmv1.RegisterWorkflowResponse, error) {
 	def, rep := load(req.GetSource(), req.GetStrict())
 	if def != nil && rep.Valid {
-		// uses_resources is declared by runners: checked against the live
-		// registry here, and again when a runner registers.
-		if errs := e.usesResourcesProblems(ctx, def); len(errs) > 0 {
+		// uses_resources and config_schema are declared by runners:
+		// checked against the live registry here (uses_resources again
+		// when a runner registers). config_schema binds registration only:
+		// a file run without registering is not held to it (spec §13.1).
+		errs := append(e.usesResourcesProblems(ctx, def), e.configSchemaProblems(ctx, def)...)
+		if len(errs) > 0 {
 			rep.Valid = false
 			rep.Errors = append(rep.Errors, errs...)
 			def = nil

@@ -34,6 +34,14 @@ type Handler struct {
 	UsesResources []string `json:"uses_resources,omitempty"`
 }
 
+// AdapterSpec is what a runner declares about one adapter it serves.
+type AdapterSpec struct {
+	Name string `json:"name"`
+	// ConfigSchema is the JSON text of its config_schema (spec §13.1);
+	// empty when it declares none.
+	ConfigSchema string `json:"config_schema,omitempty"`
+}
+
 // Runner is a registered handler runner.
 type Runner struct {
 	ID       string    `json:"id"`
@@ -41,7 +49,10 @@ type Runner struct {
 	Endpoint string    `json:"endpoint"`
 	Handlers []Handler `json:"handlers"`
 	Adapters []string  `json:"adapters,omitempty"`
-	Expires  time.Time `json:"expires"`
+	// AdapterSpecs are the adapters' declarations; absent in records of
+	// runners that sent only names (their config_schema is unknown).
+	AdapterSpecs []AdapterSpec `json:"adapter_specs,omitempty"`
+	Expires      time.Time     `json:"expires"`
 	// Owner is the name on the certificate that registered the runner
 	// (mutual TLS): only it may renew or deregister the runner.
 	Owner string `json:"owner,omitempty"`
@@ -57,6 +68,16 @@ func (r *Runner) Has(handler string) bool {
 
 // HasAdapter reports whether the runner serves an adapter.
 func (r *Runner) HasAdapter(adapter string) bool { return slices.Contains(r.Adapters, adapter) }
+
+// AdapterSpec is what the runner declared about an adapter; false when it
+// declared nothing (a runner that sent only names).
+func (r *Runner) AdapterSpec(adapter string) (AdapterSpec, bool) {
+	i := slices.IndexFunc(r.AdapterSpecs, func(s AdapterSpec) bool { return s.Name == adapter })
+	if i < 0 {
+		return AdapterSpec{}, false
+	}
+	return r.AdapterSpecs[i], true
+}
 
 // Registry reads and writes the registry.
 type Registry struct {

@@ -30,7 +30,16 @@ func (a *adapterRunner) CallAdapter(_ context.Context, req *realmv1.CallAdapterR
 	return a.call(req), nil
 }
 
+// startAdapterRunner serves adapter and registers it by name only, as a
+// runner that predates adapter specs does.
 func startAdapterRunner(t *testing.T, e *env, adapter string, call func(*realmv1.CallAdapterRequest) *realmv1.CallAdapterResponse) *adapterRunner {
+	t.Helper()
+	return serveAdapters(t, e, &realmv1.RegisterRequest{Adapters: []string{adapter}}, call)
+}
+
+// serveAdapters serves the adapters reg names and registers them with reg's
+// names and specs.
+func serveAdapters(t *testing.T, e *env, reg *realmv1.RegisterRequest, call func(*realmv1.CallAdapterRequest) *realmv1.CallAdapterResponse) *adapterRunner {
 	t.Helper()
 	a := &adapterRunner{call: call}
 	gs := grpc.NewServer()
@@ -41,8 +50,8 @@ func startAdapterRunner(t *testing.T, e *env, adapter string, call func(*realmv1
 	}
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
-	if _, err := e.registry.Register(ctx(t), &realmv1.RegisterRequest{Endpoint: lis.Addr().String(), RunnerName: "adapters",
-		Adapters: []string{adapter}, Lease: durationpb.New(time.Minute)}); err != nil {
+	reg.Endpoint, reg.RunnerName, reg.Lease = lis.Addr().String(), "adapters", durationpb.New(time.Minute)
+	if _, err := e.registry.Register(ctx(t), reg); err != nil {
 		t.Fatal(err)
 	}
 	return a

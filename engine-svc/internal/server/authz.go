@@ -52,8 +52,9 @@ func Policy() mtls.Policy {
 
 // mayServe refuses a runner certificate's registration of a handler or
 // adapter the certificate does not grant: a runner cannot take over
-// another's handler and receive its steps' input.
-func mayServe(ctx context.Context, req *realmv1.RegisterRequest) error {
+// another's handler and receive its steps' input. adapters are every
+// adapter the registration names (in adapters or adapter_specs).
+func mayServe(ctx context.Context, adapters []string, req *realmv1.RegisterRequest) error {
 	id, ok := mtls.FromContext(ctx)
 	if !ok || id.Role != mtls.RoleRunner {
 		return nil
@@ -64,7 +65,7 @@ func mayServe(ctx context.Context, req *realmv1.RegisterRequest) error {
 			refused = append(refused, "handler "+h.GetName())
 		}
 	}
-	for _, a := range req.GetAdapters() {
+	for _, a := range adapters {
 		if !id.May(mtls.KindAdapter, a) {
 			refused = append(refused, "adapter "+a)
 		}

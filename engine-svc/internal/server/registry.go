@@ -3,12 +3,15 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/realm-go/realm/engine-svc/internal/engine"
 	"github.com/realm-go/realm/engine-svc/internal/registry"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/mtls"
@@ -51,12 +54,16 @@ func (s *Registry) Register(ctx context.Context, req *realmv1.RegisterRequest) (
 	if req.GetEndpoint() == "" {
 		return nil, status.Error(codes.InvalidArgument, "endpoint is required")
 	}
-	if len(req.GetHandlers()) == 0 && len(req.GetAdapters()) == 0 {
+	if len(req.GetHandlers()) == 0 && len(req.GetAdapters()) == 0 && len(req.GetAdapterSpecs()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "a runner must serve at least one handler or adapter")
 	}
 	seen := map[string]bool{}
-	r := registry.Runner{Name: req.GetRunnerName(), Endpoint: req.GetEndpoint(), Adapters: req.GetAdapters()}
-	if err := mayServe(ctx, req); err != nil {
+	r := registry.Runner{Name: req.GetRunnerName(), Endpoint: req.GetEndpoint()}
+	var err error
+	if r.Adapters, r.AdapterSpecs, err = adapterSpecs(req); err != nil {
+		return nil, err
+	}
+	if err := mayServe(ctx, r.Adapters, req); err != nil {
 		return nil, err
 	}
 	if id, ok := mtls.FromContext(ctx); ok {
@@ -125,10 +132,41 @@ func (s *Registry) ListCapabilities(ctx context.Context, _ *realmv1.ListCapabili
 	resp := &realmv1.ListCapabilitiesResponse{}
 	for _, r := range live {
 		info := &realmv1.RunnerInfo{RunnerId: r.ID, RunnerName: r.Name, Endpoint: r.Endpoint, Adapters: r.Adapters, LeaseExpiresAt: timestamppb.New(r.Expires)}
+		for _, a := range r.AdapterSpecs {
+			info.AdapterSpecs = append(info.AdapterSpecs, &realmv1.AdapterSpec{Name: a.Name, ConfigSchemaJson: a.ConfigSchema})
+		}
 		for _, h := range r.Handlers {
 			info.Handlers = append(info.Handlers, &realmv1.HandlerSpec{Name: h.Name, UsesResources: h.UsesResources})
 		}
 		resp.Runners = append(resp.Runners, info)
 	}
 	return resp, nil
+}
+
+// adapterSpecs reads a registration's adapters: the names, and the specs
+// when the runner sent them (it names each adapter in both; one named in a
+// spec only is served all the same). A config_schema that does not compile
+// is refused here, so no workflow is checked against it.
+func adapterSpecs(req *realmv1.RegisterRequest) ([]string, []registry.AdapterSpec, error) {
+	names := slices.Clone(req.GetAdapters())
+	var specs []registry.AdapterSpec
+	for _, a := range req.GetAdapterSpecs() {
+		name := a.GetName()
+		if name == "" {
+			return nil, nil, status.Error(codes.InvalidArgument, "an adapter spec needs a name")
+		}
+		if slices.ContainsFunc(specs, func(s registry.AdapterSpec) bool { return s.Name == name }) {
+			return nil, nil, status.Errorf(codes.InvalidArgument, "adapter '%s' has two specs in this registration; names must be unique", name)
+		}
+		if text := a.GetConfigSchemaJson(); text != "" {
+			if _, err := engine.CompileConfigSchema(text); err != nil {
+				return nil, nil, status.Errorf(codes.InvalidArgument, "adapter '%s' declares a config_schema realm cannot use: %s. Nothing was registered.", name, strings.TrimSuffix(err.Error(), "."))
+			}
+		}
+		specs = append(specs, registry.AdapterSpec{Name: name, ConfigSchema: a.GetConfigSchemaJson()})
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names, specs, nil
 }

@@ -78,6 +78,64 @@ func (x *HandlerSpec) GetUsesResources() []string {
 	return nil
 }
 
+// AdapterSpec is one adapter a runner serves, with what it declares about
+// itself.
+type AdapterSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// config_schema_json is the JSON text of the adapter's config_schema
+	// (workflow-file spec §13.1): the JSON Schema a step's `config` block
+	// must fit. Empty means the adapter declares none, and a service step
+	// of it may not carry `config`.
+	ConfigSchemaJson string `protobuf:"bytes,2,opt,name=config_schema_json,json=configSchemaJson,proto3" json:"config_schema_json,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AdapterSpec) Reset() {
+	*x = AdapterSpec{}
+	mi := &file_realm_v1_registry_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdapterSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdapterSpec) ProtoMessage() {}
+
+func (x *AdapterSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_realm_v1_registry_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdapterSpec.ProtoReflect.Descriptor instead.
+func (*AdapterSpec) Descriptor() ([]byte, []int) {
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AdapterSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AdapterSpec) GetConfigSchemaJson() string {
+	if x != nil {
+		return x.ConfigSchemaJson
+	}
+	return ""
+}
+
 type RegisterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// endpoint is the runner's gRPC address (host:port).
@@ -86,14 +144,19 @@ type RegisterRequest struct {
 	Adapters []string             `protobuf:"bytes,3,rep,name=adapters,proto3" json:"adapters,omitempty"`
 	Lease    *durationpb.Duration `protobuf:"bytes,4,opt,name=lease,proto3" json:"lease,omitempty"`
 	// runner_name identifies the runner in logs and records.
-	RunnerName    string `protobuf:"bytes,5,opt,name=runner_name,json=runnerName,proto3" json:"runner_name,omitempty"`
+	RunnerName string `protobuf:"bytes,5,opt,name=runner_name,json=runnerName,proto3" json:"runner_name,omitempty"`
+	// adapter_specs describe the adapters (runners fill adapters too, for
+	// engines that read only names). A runner that sends only adapters
+	// leaves its adapters' config_schema unknown: their steps' config is
+	// not checked at registration.
+	AdapterSpecs  []*AdapterSpec `protobuf:"bytes,6,rep,name=adapter_specs,json=adapterSpecs,proto3" json:"adapter_specs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_realm_v1_registry_proto_msgTypes[1]
+	mi := &file_realm_v1_registry_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -105,7 +168,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[1]
+	mi := &file_realm_v1_registry_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -118,7 +181,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{1}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RegisterRequest) GetEndpoint() string {
@@ -156,6 +219,13 @@ func (x *RegisterRequest) GetRunnerName() string {
 	return ""
 }
 
+func (x *RegisterRequest) GetAdapterSpecs() []*AdapterSpec {
+	if x != nil {
+		return x.AdapterSpecs
+	}
+	return nil
+}
+
 type RegisterResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	RunnerId       string                 `protobuf:"bytes,1,opt,name=runner_id,json=runnerId,proto3" json:"runner_id,omitempty"`
@@ -168,7 +238,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_realm_v1_registry_proto_msgTypes[2]
+	mi := &file_realm_v1_registry_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -180,7 +250,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[2]
+	mi := &file_realm_v1_registry_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -193,7 +263,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{2}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RegisterResponse) GetRunnerId() string {
@@ -226,7 +296,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_realm_v1_registry_proto_msgTypes[3]
+	mi := &file_realm_v1_registry_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -238,7 +308,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[3]
+	mi := &file_realm_v1_registry_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -251,7 +321,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{3}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RenewRequest) GetRunnerId() string {
@@ -270,7 +340,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_realm_v1_registry_proto_msgTypes[4]
+	mi := &file_realm_v1_registry_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +352,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[4]
+	mi := &file_realm_v1_registry_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +365,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{4}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RenewResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -314,7 +384,7 @@ type DeregisterRequest struct {
 
 func (x *DeregisterRequest) Reset() {
 	*x = DeregisterRequest{}
-	mi := &file_realm_v1_registry_proto_msgTypes[5]
+	mi := &file_realm_v1_registry_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +396,7 @@ func (x *DeregisterRequest) String() string {
 func (*DeregisterRequest) ProtoMessage() {}
 
 func (x *DeregisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[5]
+	mi := &file_realm_v1_registry_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +409,7 @@ func (x *DeregisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterRequest.ProtoReflect.Descriptor instead.
 func (*DeregisterRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{5}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeregisterRequest) GetRunnerId() string {
@@ -357,7 +427,7 @@ type DeregisterResponse struct {
 
 func (x *DeregisterResponse) Reset() {
 	*x = DeregisterResponse{}
-	mi := &file_realm_v1_registry_proto_msgTypes[6]
+	mi := &file_realm_v1_registry_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +439,7 @@ func (x *DeregisterResponse) String() string {
 func (*DeregisterResponse) ProtoMessage() {}
 
 func (x *DeregisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[6]
+	mi := &file_realm_v1_registry_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +452,7 @@ func (x *DeregisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterResponse.ProtoReflect.Descriptor instead.
 func (*DeregisterResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{6}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{7}
 }
 
 type ListCapabilitiesRequest struct {
@@ -393,7 +463,7 @@ type ListCapabilitiesRequest struct {
 
 func (x *ListCapabilitiesRequest) Reset() {
 	*x = ListCapabilitiesRequest{}
-	mi := &file_realm_v1_registry_proto_msgTypes[7]
+	mi := &file_realm_v1_registry_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +475,7 @@ func (x *ListCapabilitiesRequest) String() string {
 func (*ListCapabilitiesRequest) ProtoMessage() {}
 
 func (x *ListCapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[7]
+	mi := &file_realm_v1_registry_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +488,7 @@ func (x *ListCapabilitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*ListCapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{7}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{8}
 }
 
 type RunnerInfo struct {
@@ -429,13 +499,16 @@ type RunnerInfo struct {
 	Handlers       []*HandlerSpec         `protobuf:"bytes,4,rep,name=handlers,proto3" json:"handlers,omitempty"`
 	Adapters       []string               `protobuf:"bytes,5,rep,name=adapters,proto3" json:"adapters,omitempty"`
 	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// adapter_specs are the specs the runner registered (none when it sent
+	// only names).
+	AdapterSpecs  []*AdapterSpec `protobuf:"bytes,7,rep,name=adapter_specs,json=adapterSpecs,proto3" json:"adapter_specs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunnerInfo) Reset() {
 	*x = RunnerInfo{}
-	mi := &file_realm_v1_registry_proto_msgTypes[8]
+	mi := &file_realm_v1_registry_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +520,7 @@ func (x *RunnerInfo) String() string {
 func (*RunnerInfo) ProtoMessage() {}
 
 func (x *RunnerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[8]
+	mi := &file_realm_v1_registry_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +533,7 @@ func (x *RunnerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerInfo.ProtoReflect.Descriptor instead.
 func (*RunnerInfo) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{8}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RunnerInfo) GetRunnerId() string {
@@ -505,6 +578,13 @@ func (x *RunnerInfo) GetLeaseExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *RunnerInfo) GetAdapterSpecs() []*AdapterSpec {
+	if x != nil {
+		return x.AdapterSpecs
+	}
+	return nil
+}
+
 type ListCapabilitiesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Runners       []*RunnerInfo          `protobuf:"bytes,1,rep,name=runners,proto3" json:"runners,omitempty"`
@@ -514,7 +594,7 @@ type ListCapabilitiesResponse struct {
 
 func (x *ListCapabilitiesResponse) Reset() {
 	*x = ListCapabilitiesResponse{}
-	mi := &file_realm_v1_registry_proto_msgTypes[9]
+	mi := &file_realm_v1_registry_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +606,7 @@ func (x *ListCapabilitiesResponse) String() string {
 func (*ListCapabilitiesResponse) ProtoMessage() {}
 
 func (x *ListCapabilitiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[9]
+	mi := &file_realm_v1_registry_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +619,7 @@ func (x *ListCapabilitiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCapabilitiesResponse.ProtoReflect.Descriptor instead.
 func (*ListCapabilitiesResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{9}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListCapabilitiesResponse) GetRunners() []*RunnerInfo {
@@ -567,7 +647,7 @@ type ExecuteHandlerRequest struct {
 
 func (x *ExecuteHandlerRequest) Reset() {
 	*x = ExecuteHandlerRequest{}
-	mi := &file_realm_v1_registry_proto_msgTypes[10]
+	mi := &file_realm_v1_registry_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +659,7 @@ func (x *ExecuteHandlerRequest) String() string {
 func (*ExecuteHandlerRequest) ProtoMessage() {}
 
 func (x *ExecuteHandlerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[10]
+	mi := &file_realm_v1_registry_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +672,7 @@ func (x *ExecuteHandlerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteHandlerRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteHandlerRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{10}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecuteHandlerRequest) GetHandler() string {
@@ -667,7 +747,7 @@ type HandlerError struct {
 
 func (x *HandlerError) Reset() {
 	*x = HandlerError{}
-	mi := &file_realm_v1_registry_proto_msgTypes[11]
+	mi := &file_realm_v1_registry_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +759,7 @@ func (x *HandlerError) String() string {
 func (*HandlerError) ProtoMessage() {}
 
 func (x *HandlerError) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[11]
+	mi := &file_realm_v1_registry_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +772,7 @@ func (x *HandlerError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerError.ProtoReflect.Descriptor instead.
 func (*HandlerError) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{11}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HandlerError) GetMessage() string {
@@ -751,7 +831,7 @@ type ExecuteHandlerResponse struct {
 
 func (x *ExecuteHandlerResponse) Reset() {
 	*x = ExecuteHandlerResponse{}
-	mi := &file_realm_v1_registry_proto_msgTypes[12]
+	mi := &file_realm_v1_registry_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +843,7 @@ func (x *ExecuteHandlerResponse) String() string {
 func (*ExecuteHandlerResponse) ProtoMessage() {}
 
 func (x *ExecuteHandlerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[12]
+	mi := &file_realm_v1_registry_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +856,7 @@ func (x *ExecuteHandlerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteHandlerResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteHandlerResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{12}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExecuteHandlerResponse) GetData() *structpb.Value {
@@ -822,7 +902,7 @@ type CallAdapterRequest struct {
 
 func (x *CallAdapterRequest) Reset() {
 	*x = CallAdapterRequest{}
-	mi := &file_realm_v1_registry_proto_msgTypes[13]
+	mi := &file_realm_v1_registry_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +914,7 @@ func (x *CallAdapterRequest) String() string {
 func (*CallAdapterRequest) ProtoMessage() {}
 
 func (x *CallAdapterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[13]
+	mi := &file_realm_v1_registry_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +927,7 @@ func (x *CallAdapterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallAdapterRequest.ProtoReflect.Descriptor instead.
 func (*CallAdapterRequest) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{13}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CallAdapterRequest) GetAdapter() string {
@@ -909,7 +989,7 @@ type CallAdapterResponse struct {
 
 func (x *CallAdapterResponse) Reset() {
 	*x = CallAdapterResponse{}
-	mi := &file_realm_v1_registry_proto_msgTypes[14]
+	mi := &file_realm_v1_registry_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1001,7 @@ func (x *CallAdapterResponse) String() string {
 func (*CallAdapterResponse) ProtoMessage() {}
 
 func (x *CallAdapterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_realm_v1_registry_proto_msgTypes[14]
+	mi := &file_realm_v1_registry_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1014,7 @@ func (x *CallAdapterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallAdapterResponse.ProtoReflect.Descriptor instead.
 func (*CallAdapterResponse) Descriptor() ([]byte, []int) {
-	return file_realm_v1_registry_proto_rawDescGZIP(), []int{14}
+	return file_realm_v1_registry_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CallAdapterResponse) GetData() *structpb.Value {
@@ -958,14 +1038,18 @@ const file_realm_v1_registry_proto_rawDesc = "" +
 	"\x17realm/v1/registry.proto\x12\brealm.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"H\n" +
 	"\vHandlerSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
-	"\x0euses_resources\x18\x02 \x03(\tR\rusesResources\"\xce\x01\n" +
+	"\x0euses_resources\x18\x02 \x03(\tR\rusesResources\"O\n" +
+	"\vAdapterSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\x12config_schema_json\x18\x02 \x01(\tR\x10configSchemaJson\"\x8a\x02\n" +
 	"\x0fRegisterRequest\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x121\n" +
 	"\bhandlers\x18\x02 \x03(\v2\x15.realm.v1.HandlerSpecR\bhandlers\x12\x1a\n" +
 	"\badapters\x18\x03 \x03(\tR\badapters\x12/\n" +
 	"\x05lease\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x05lease\x12\x1f\n" +
 	"\vrunner_name\x18\x05 \x01(\tR\n" +
-	"runnerName\"\x91\x01\n" +
+	"runnerName\x12:\n" +
+	"\radapter_specs\x18\x06 \x03(\v2\x15.realm.v1.AdapterSpecR\fadapterSpecs\"\x91\x01\n" +
 	"\x10RegisterResponse\x12\x1b\n" +
 	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12D\n" +
 	"\x10lease_expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12\x1a\n" +
@@ -977,7 +1061,7 @@ const file_realm_v1_registry_proto_rawDesc = "" +
 	"\x11DeregisterRequest\x12\x1b\n" +
 	"\trunner_id\x18\x01 \x01(\tR\brunnerId\"\x14\n" +
 	"\x12DeregisterResponse\"\x19\n" +
-	"\x17ListCapabilitiesRequest\"\xfb\x01\n" +
+	"\x17ListCapabilitiesRequest\"\xb7\x02\n" +
 	"\n" +
 	"RunnerInfo\x12\x1b\n" +
 	"\trunner_id\x18\x01 \x01(\tR\brunnerId\x12\x1f\n" +
@@ -986,7 +1070,8 @@ const file_realm_v1_registry_proto_rawDesc = "" +
 	"\bendpoint\x18\x03 \x01(\tR\bendpoint\x121\n" +
 	"\bhandlers\x18\x04 \x03(\v2\x15.realm.v1.HandlerSpecR\bhandlers\x12\x1a\n" +
 	"\badapters\x18\x05 \x03(\tR\badapters\x12D\n" +
-	"\x10lease_expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"J\n" +
+	"\x10lease_expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12:\n" +
+	"\radapter_specs\x18\a \x03(\v2\x15.realm.v1.AdapterSpecR\fadapterSpecs\"J\n" +
 	"\x18ListCapabilitiesResponse\x12.\n" +
 	"\arunners\x18\x01 \x03(\v2\x14.realm.v1.RunnerInfoR\arunners\"\xc7\x02\n" +
 	"\x15ExecuteHandlerRequest\x12\x18\n" +
@@ -1046,64 +1131,67 @@ func file_realm_v1_registry_proto_rawDescGZIP() []byte {
 	return file_realm_v1_registry_proto_rawDescData
 }
 
-var file_realm_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_realm_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_realm_v1_registry_proto_goTypes = []any{
 	(*HandlerSpec)(nil),              // 0: realm.v1.HandlerSpec
-	(*RegisterRequest)(nil),          // 1: realm.v1.RegisterRequest
-	(*RegisterResponse)(nil),         // 2: realm.v1.RegisterResponse
-	(*RenewRequest)(nil),             // 3: realm.v1.RenewRequest
-	(*RenewResponse)(nil),            // 4: realm.v1.RenewResponse
-	(*DeregisterRequest)(nil),        // 5: realm.v1.DeregisterRequest
-	(*DeregisterResponse)(nil),       // 6: realm.v1.DeregisterResponse
-	(*ListCapabilitiesRequest)(nil),  // 7: realm.v1.ListCapabilitiesRequest
-	(*RunnerInfo)(nil),               // 8: realm.v1.RunnerInfo
-	(*ListCapabilitiesResponse)(nil), // 9: realm.v1.ListCapabilitiesResponse
-	(*ExecuteHandlerRequest)(nil),    // 10: realm.v1.ExecuteHandlerRequest
-	(*HandlerError)(nil),             // 11: realm.v1.HandlerError
-	(*ExecuteHandlerResponse)(nil),   // 12: realm.v1.ExecuteHandlerResponse
-	(*CallAdapterRequest)(nil),       // 13: realm.v1.CallAdapterRequest
-	(*CallAdapterResponse)(nil),      // 14: realm.v1.CallAdapterResponse
-	(*durationpb.Duration)(nil),      // 15: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 16: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),          // 17: google.protobuf.Struct
-	(*structpb.Value)(nil),           // 18: google.protobuf.Value
+	(*AdapterSpec)(nil),              // 1: realm.v1.AdapterSpec
+	(*RegisterRequest)(nil),          // 2: realm.v1.RegisterRequest
+	(*RegisterResponse)(nil),         // 3: realm.v1.RegisterResponse
+	(*RenewRequest)(nil),             // 4: realm.v1.RenewRequest
+	(*RenewResponse)(nil),            // 5: realm.v1.RenewResponse
+	(*DeregisterRequest)(nil),        // 6: realm.v1.DeregisterRequest
+	(*DeregisterResponse)(nil),       // 7: realm.v1.DeregisterResponse
+	(*ListCapabilitiesRequest)(nil),  // 8: realm.v1.ListCapabilitiesRequest
+	(*RunnerInfo)(nil),               // 9: realm.v1.RunnerInfo
+	(*ListCapabilitiesResponse)(nil), // 10: realm.v1.ListCapabilitiesResponse
+	(*ExecuteHandlerRequest)(nil),    // 11: realm.v1.ExecuteHandlerRequest
+	(*HandlerError)(nil),             // 12: realm.v1.HandlerError
+	(*ExecuteHandlerResponse)(nil),   // 13: realm.v1.ExecuteHandlerResponse
+	(*CallAdapterRequest)(nil),       // 14: realm.v1.CallAdapterRequest
+	(*CallAdapterResponse)(nil),      // 15: realm.v1.CallAdapterResponse
+	(*durationpb.Duration)(nil),      // 16: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 17: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 18: google.protobuf.Struct
+	(*structpb.Value)(nil),           // 19: google.protobuf.Value
 }
 var file_realm_v1_registry_proto_depIdxs = []int32{
 	0,  // 0: realm.v1.RegisterRequest.handlers:type_name -> realm.v1.HandlerSpec
-	15, // 1: realm.v1.RegisterRequest.lease:type_name -> google.protobuf.Duration
-	16, // 2: realm.v1.RegisterResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	16, // 3: realm.v1.RenewResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 4: realm.v1.RunnerInfo.handlers:type_name -> realm.v1.HandlerSpec
-	16, // 5: realm.v1.RunnerInfo.lease_expires_at:type_name -> google.protobuf.Timestamp
-	8,  // 6: realm.v1.ListCapabilitiesResponse.runners:type_name -> realm.v1.RunnerInfo
-	17, // 7: realm.v1.ExecuteHandlerRequest.inputs:type_name -> google.protobuf.Struct
-	17, // 8: realm.v1.ExecuteHandlerRequest.run_params:type_name -> google.protobuf.Struct
-	17, // 9: realm.v1.ExecuteHandlerRequest.config:type_name -> google.protobuf.Struct
-	17, // 10: realm.v1.ExecuteHandlerRequest.resources:type_name -> google.protobuf.Struct
-	17, // 11: realm.v1.HandlerError.details:type_name -> google.protobuf.Struct
-	18, // 12: realm.v1.ExecuteHandlerResponse.data:type_name -> google.protobuf.Value
-	11, // 13: realm.v1.ExecuteHandlerResponse.error:type_name -> realm.v1.HandlerError
-	17, // 14: realm.v1.CallAdapterRequest.params:type_name -> google.protobuf.Struct
-	17, // 15: realm.v1.CallAdapterRequest.config:type_name -> google.protobuf.Struct
-	18, // 16: realm.v1.CallAdapterResponse.data:type_name -> google.protobuf.Value
-	11, // 17: realm.v1.CallAdapterResponse.error:type_name -> realm.v1.HandlerError
-	1,  // 18: realm.v1.RegistryService.Register:input_type -> realm.v1.RegisterRequest
-	3,  // 19: realm.v1.RegistryService.Renew:input_type -> realm.v1.RenewRequest
-	5,  // 20: realm.v1.RegistryService.Deregister:input_type -> realm.v1.DeregisterRequest
-	7,  // 21: realm.v1.RegistryService.ListCapabilities:input_type -> realm.v1.ListCapabilitiesRequest
-	10, // 22: realm.v1.RunnerService.ExecuteHandler:input_type -> realm.v1.ExecuteHandlerRequest
-	13, // 23: realm.v1.RunnerService.CallAdapter:input_type -> realm.v1.CallAdapterRequest
-	2,  // 24: realm.v1.RegistryService.Register:output_type -> realm.v1.RegisterResponse
-	4,  // 25: realm.v1.RegistryService.Renew:output_type -> realm.v1.RenewResponse
-	6,  // 26: realm.v1.RegistryService.Deregister:output_type -> realm.v1.DeregisterResponse
-	9,  // 27: realm.v1.RegistryService.ListCapabilities:output_type -> realm.v1.ListCapabilitiesResponse
-	12, // 28: realm.v1.RunnerService.ExecuteHandler:output_type -> realm.v1.ExecuteHandlerResponse
-	14, // 29: realm.v1.RunnerService.CallAdapter:output_type -> realm.v1.CallAdapterResponse
-	24, // [24:30] is the sub-list for method output_type
-	18, // [18:24] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	16, // 1: realm.v1.RegisterRequest.lease:type_name -> google.protobuf.Duration
+	1,  // 2: realm.v1.RegisterRequest.adapter_specs:type_name -> realm.v1.AdapterSpec
+	17, // 3: realm.v1.RegisterResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	17, // 4: realm.v1.RenewResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 5: realm.v1.RunnerInfo.handlers:type_name -> realm.v1.HandlerSpec
+	17, // 6: realm.v1.RunnerInfo.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 7: realm.v1.RunnerInfo.adapter_specs:type_name -> realm.v1.AdapterSpec
+	9,  // 8: realm.v1.ListCapabilitiesResponse.runners:type_name -> realm.v1.RunnerInfo
+	18, // 9: realm.v1.ExecuteHandlerRequest.inputs:type_name -> google.protobuf.Struct
+	18, // 10: realm.v1.ExecuteHandlerRequest.run_params:type_name -> google.protobuf.Struct
+	18, // 11: realm.v1.ExecuteHandlerRequest.config:type_name -> google.protobuf.Struct
+	18, // 12: realm.v1.ExecuteHandlerRequest.resources:type_name -> google.protobuf.Struct
+	18, // 13: realm.v1.HandlerError.details:type_name -> google.protobuf.Struct
+	19, // 14: realm.v1.ExecuteHandlerResponse.data:type_name -> google.protobuf.Value
+	12, // 15: realm.v1.ExecuteHandlerResponse.error:type_name -> realm.v1.HandlerError
+	18, // 16: realm.v1.CallAdapterRequest.params:type_name -> google.protobuf.Struct
+	18, // 17: realm.v1.CallAdapterRequest.config:type_name -> google.protobuf.Struct
+	19, // 18: realm.v1.CallAdapterResponse.data:type_name -> google.protobuf.Value
+	12, // 19: realm.v1.CallAdapterResponse.error:type_name -> realm.v1.HandlerError
+	2,  // 20: realm.v1.RegistryService.Register:input_type -> realm.v1.RegisterRequest
+	4,  // 21: realm.v1.RegistryService.Renew:input_type -> realm.v1.RenewRequest
+	6,  // 22: realm.v1.RegistryService.Deregister:input_type -> realm.v1.DeregisterRequest
+	8,  // 23: realm.v1.RegistryService.ListCapabilities:input_type -> realm.v1.ListCapabilitiesRequest
+	11, // 24: realm.v1.RunnerService.ExecuteHandler:input_type -> realm.v1.ExecuteHandlerRequest
+	14, // 25: realm.v1.RunnerService.CallAdapter:input_type -> realm.v1.CallAdapterRequest
+	3,  // 26: realm.v1.RegistryService.Register:output_type -> realm.v1.RegisterResponse
+	5,  // 27: realm.v1.RegistryService.Renew:output_type -> realm.v1.RenewResponse
+	7,  // 28: realm.v1.RegistryService.Deregister:output_type -> realm.v1.DeregisterResponse
+	10, // 29: realm.v1.RegistryService.ListCapabilities:output_type -> realm.v1.ListCapabilitiesResponse
+	13, // 30: realm.v1.RunnerService.ExecuteHandler:output_type -> realm.v1.ExecuteHandlerResponse
+	15, // 31: realm.v1.RunnerService.CallAdapter:output_type -> realm.v1.CallAdapterResponse
+	26, // [26:32] is the sub-list for method output_type
+	20, // [20:26] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_realm_v1_registry_proto_init() }
@@ -1111,14 +1199,14 @@ func file_realm_v1_registry_proto_init() {
 	if File_realm_v1_registry_proto != nil {
 		return
 	}
-	file_realm_v1_registry_proto_msgTypes[12].OneofWrappers = []any{}
+	file_realm_v1_registry_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_realm_v1_registry_proto_rawDesc), len(file_realm_v1_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
