@@ -28,7 +28,7 @@ type Poster interface {
 	Replies(ctx context.Context, ts string) ([]string, error)
 }
 
-// ErrNoHistory: the channel cannot be read back (an incoming webhook, or
+// ErrNoHistory is the channel that cannot be read back (an incoming webhook, or
 // a bot token without channels:history / groups:history).
 var ErrNoHistory = errors.New("the channel's history cannot be read")
 
