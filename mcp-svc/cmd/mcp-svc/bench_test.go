@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/realm-go/realm/engine-svc/enginetest"
@@ -84,16 +87,69 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("execute_step-grpc/clients=%d", clients), func(b *testing.B) {
 			runs := benchRuns(b, eng)
-			measure(b, clients, func(_, i int) error {
-				p, _ := mcpStruct(map[string]any{"ok": true})
-				resp, err := eng.ExecuteStep(context.Background(), &realmv1.ExecuteStepRequest{RunId: runs[i], Command: "answer", Params: p})
-				if err == nil && resp.GetReply().GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK {
-					err = fmt.Errorf("status %v: %v", resp.GetReply().GetStatus(), resp.GetReply().GetErrors())
-				}
-				return err
-			})
+			measure(b, clients, func(_, i int) error { return grpcStep(eng, runs[i]) })
 		})
 	}
+
+	// The door's own allocations, measured rather than estimated: each round
+	// makes doorChunk execute_steps straight over gRPC, then doorChunk through
+	// Server.Call (the door's tool handler without the MCP transport: argument
+	// check, protobuf request, the same gRPC call, reply JSON, metrics as in
+	// production). The difference of the two counts is the door's work.
+	b.Run("door-own", func(b *testing.B) {
+		door := mcpserver.New(mcpserver.Options{Engine: eng, EngineAddr: engineAddr, Caller: &realmv1.Caller{Channel: realmv1.Channel_CHANNEL_MCP_HTTP},
+			ErrorLog: io.Discard, Metrics: prometheus.NewRegistry()})
+		grpcRuns, doorRuns := benchRuns(b, eng), benchRuns(b, eng)
+		raw := make([][]byte, b.N)
+		for i, run := range doorRuns {
+			raw[i], _ = json.Marshal(map[string]any{"run_id": run, "command": "answer", "params": map[string]any{"ok": true}})
+		}
+		var grpcAllocs, doorAllocs, grpcBytes, doorBytes uint64
+		var ms runtime.MemStats
+		b.ReportAllocs()
+		b.ResetTimer()
+		for lo := 0; lo < b.N; lo += doorChunk {
+			hi := min(lo+doorChunk, b.N)
+			runtime.ReadMemStats(&ms)
+			m0, b0 := ms.Mallocs, ms.TotalAlloc
+			for i := lo; i < hi; i++ {
+				if err := grpcStep(eng, grpcRuns[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.ReadMemStats(&ms)
+			m1, b1 := ms.Mallocs, ms.TotalAlloc
+			for i := lo; i < hi; i++ {
+				res, err := door.Call(context.Background(), "execute_step", raw[i])
+				if err := toolErr(res, err); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.ReadMemStats(&ms)
+			grpcAllocs, grpcBytes = grpcAllocs+m1-m0, grpcBytes+b1-b0
+			doorAllocs, doorBytes = doorAllocs+ms.Mallocs-m1, doorBytes+ms.TotalAlloc-b1
+		}
+		b.StopTimer()
+		n := float64(b.N)
+		b.ReportMetric((float64(doorAllocs)-float64(grpcAllocs))/n, "door-allocs/call")
+		b.ReportMetric((float64(doorBytes)-float64(grpcBytes))/n, "door-B/call")
+		b.ReportMetric(float64(grpcAllocs)/n, "grpc-allocs/call")
+	})
+}
+
+// doorChunk is how many calls of each kind door-own makes in turn.
+const doorChunk = 50
+
+// benchParams is execute_step's answer on the gRPC rows, built once: the
+// rows measure the call, not building its Struct.
+var benchParams, _ = structpb.NewStruct(map[string]any{"ok": true})
+
+func grpcStep(eng realmv1.EngineServiceClient, run string) error {
+	resp, err := eng.ExecuteStep(context.Background(), &realmv1.ExecuteStepRequest{RunId: run, Command: "answer", Params: benchParams})
+	if err == nil && resp.GetReply().GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK {
+		err = fmt.Errorf("status %v: %v", resp.GetReply().GetStatus(), resp.GetReply().GetErrors())
+	}
+	return err
 }
 
 type bearer struct {
@@ -187,4 +243,3 @@ func toolErr(res *mcp.CallToolResult, err error) error {
 	return nil
 }
 
-func mcpStruct(m map[string]any) (*structpb.Struct, error) { return structpb.NewStruct(m) }
