@@ -91,6 +91,37 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 		})
 	}
 
+	// The 0.8× target, measured in pairs: bursts of doorChunk calls of the
+	// no-op tool and of execute_step through the door take turns, 16 clients
+	// each, so a change in the machine's load falls on both alike. A third
+	// burst of the same execute_step straight over gRPC gives the ratio a
+	// door costing nothing would reach here: the engine shares the cores.
+	b.Run("paired/clients=16", func(b *testing.B) {
+		const clients = 16
+		runs, grpcRuns := benchRuns(b, eng), benchRuns(b, eng)
+		noops, doors := benchSessions(b, noopSrv.URL, nil, clients), benchSessions(b, realmSrv.URL, authed, clients)
+		var noopTime, doorTime, grpcTime time.Duration
+		b.ResetTimer()
+		for lo := 0; lo < b.N; lo += doorChunk {
+			hi := min(lo+doorChunk, b.N)
+			noopTime += burst(b, clients, lo, hi, func(w, _ int) error {
+				res, err := noops[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{}})
+				return toolErr(res, err)
+			})
+			doorTime += burst(b, clients, lo, hi, func(w, i int) error {
+				res, err := doors[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_step",
+					Arguments: map[string]any{"run_id": runs[i], "command": "answer", "params": map[string]any{"ok": true}}})
+				return toolErr(res, err)
+			})
+			grpcTime += burst(b, clients, lo, hi, func(_, i int) error { return grpcStep(eng, grpcRuns[i]) })
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/noopTime.Seconds(), "noop-calls/s")
+		b.ReportMetric(float64(b.N)/doorTime.Seconds(), "mcp-calls/s")
+		b.ReportMetric(noopTime.Seconds()/doorTime.Seconds(), "mcp/noop")
+		b.ReportMetric(noopTime.Seconds()/(noopTime+grpcTime).Seconds(), "free-door/noop")
+	})
+
 	// The door's own allocations, measured rather than estimated: each round
 	// makes doorChunk execute_steps straight over gRPC, then doorChunk through
 	// Server.Call (the door's tool handler without the MCP transport: argument
@@ -108,26 +139,42 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 		var ms runtime.MemStats
 		b.ReportAllocs()
 		b.ResetTimer()
-		for lo := 0; lo < b.N; lo += doorChunk {
-			hi := min(lo+doorChunk, b.N)
-			runtime.ReadMemStats(&ms)
-			m0, b0 := ms.Mallocs, ms.TotalAlloc
+		grpcCalls := func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				if err := grpcStep(eng, grpcRuns[i]); err != nil {
 					b.Fatal(err)
 				}
 			}
-			runtime.ReadMemStats(&ms)
-			m1, b1 := ms.Mallocs, ms.TotalAlloc
+		}
+		doorCalls := func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				res, err := door.Call(context.Background(), "execute_step", raw[i])
 				if err := toolErr(res, err); err != nil {
 					b.Fatal(err)
 				}
 			}
+		}
+		// allocs counts what f allocates, in this goroutine or any other.
+		allocs := func(f func(lo, hi int), lo, hi int) (objects, bytes uint64) {
 			runtime.ReadMemStats(&ms)
-			grpcAllocs, grpcBytes = grpcAllocs+m1-m0, grpcBytes+b1-b0
-			doorAllocs, doorBytes = doorAllocs+ms.Mallocs-m1, doorBytes+ms.TotalAlloc-b1
+			m0, b0 := ms.Mallocs, ms.TotalAlloc
+			f(lo, hi)
+			runtime.ReadMemStats(&ms)
+			return ms.Mallocs - m0, ms.TotalAlloc - b0
+		}
+		for lo := 0; lo < b.N; lo += doorChunk {
+			hi := min(lo+doorChunk, b.N)
+			// The kinds take turns going first, so work the engine or the
+			// runtime does in the background falls on both alike.
+			var gm, gb, dm, db uint64
+			if lo/doorChunk%2 == 0 {
+				gm, gb = allocs(grpcCalls, lo, hi)
+				dm, db = allocs(doorCalls, lo, hi)
+			} else {
+				dm, db = allocs(doorCalls, lo, hi)
+				gm, gb = allocs(grpcCalls, lo, hi)
+			}
+			grpcAllocs, grpcBytes, doorAllocs, doorBytes = grpcAllocs+gm, grpcBytes+gb, doorAllocs+dm, doorBytes+db
 		}
 		b.StopTimer()
 		n := float64(b.N)
@@ -137,7 +184,34 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 	})
 }
 
-// doorChunk is how many calls of each kind door-own makes in turn.
+// burst makes calls lo..hi-1 over clients goroutines and returns the time
+// they took.
+func burst(b *testing.B, clients, lo, hi int, do func(worker, i int) error) time.Duration {
+	var next atomic.Int64
+	next.Store(int64(lo))
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	start := time.Now()
+	for w := 0; w < clients; w++ {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < hi; i = int(next.Add(1)) - 1 {
+				if err := do(w, i); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+// doorChunk is how many calls of each kind door-own and paired make in
+// turn.
 const doorChunk = 50
 
 // benchParams is execute_step's answer on the gRPC rows, built once: the
@@ -242,4 +316,3 @@ func toolErr(res *mcp.CallToolResult, err error) error {
 	}
 	return nil
 }
-
