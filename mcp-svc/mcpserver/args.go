@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -139,19 +140,18 @@ func decodeArgs(tool string, ps []param, raw []byte) (*args, error) {
 			return nil, &ArgError{Tool: tool, Issues: []string{"Expected object, received " + jsonType(v)}}
 		}
 		a.m = m
-		known := make(map[string]bool, len(ps))
-		for _, p := range ps {
-			known[p.name] = true
-		}
-		for _, k := range topKeys(raw) {
-			if !known[k] {
-				a.unknown = append(a.unknown, k)
+		// The order of unknown names is the call's, which only the raw
+		// text has; it is read again only when there is one.
+		for k := range m {
+			if !takes(ps, k) {
+				a.unknown = unknownKeys(ps, raw)
+				break
 			}
 		}
 	}
 	var issues []string
 	for _, p := range ps {
-		check(a.m[p.name], hasKey(a.m, p.name), p, p.name, &issues)
+		check(a.m[p.name], hasKey(a.m, p.name), p, "", p.name, &issues)
 	}
 	if len(issues) > 0 {
 		return nil, &ArgError{Tool: tool, Issues: issues}
@@ -159,55 +159,86 @@ func decodeArgs(tool string, ps []param, raw []byte) (*args, error) {
 	return a, nil
 }
 
+// takes reports whether one of ps is named k.
+func takes(ps []param, k string) bool {
+	for _, p := range ps {
+		if p.name == k {
+			return true
+		}
+	}
+	return false
+}
+
+func unknownKeys(ps []param, raw []byte) []string {
+	var out []string
+	for _, k := range topKeys(raw) {
+		if !takes(ps, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func hasKey(m map[string]any, k string) bool {
 	_, ok := m[k]
 	return ok
 }
 
-// check appends what is wrong with v (present or not) for p at path, in
-// zod's words, which the original's MCP layer used.
-func check(v any, present bool, p param, path string, issues *[]string) {
+// joinPath is parent.name, or name at the top.
+func joinPath(parent, name string) string {
+	if parent == "" {
+		return name
+	}
+	return parent + "." + name
+}
+
+// check appends what is wrong with v (present or not) for p at
+// parent.name, in zod's words, which the original's MCP layer used. The
+// path is built only when an issue names it or a nested value needs it.
+func check(v any, present bool, p param, parent, name string, issues *[]string) {
 	if !present {
 		if p.required {
-			*issues = append(*issues, "Required at "+path)
+			*issues = append(*issues, "Required at "+joinPath(parent, name))
 		}
 		return
 	}
 	switch p.kind {
 	case kString:
 		if _, ok := v.(string); !ok {
-			*issues = append(*issues, expected("string", v, path))
+			*issues = append(*issues, expected("string", v, joinPath(parent, name)))
 		}
 	case kBool:
 		if _, ok := v.(bool); !ok {
-			*issues = append(*issues, expected("boolean", v, path))
+			*issues = append(*issues, expected("boolean", v, joinPath(parent, name)))
 		}
 	case kInteger:
 		f, ok := v.(float64)
 		switch {
 		case !ok:
-			*issues = append(*issues, expected("number", v, path))
+			*issues = append(*issues, expected("number", v, joinPath(parent, name)))
 		case f != math.Trunc(f):
-			*issues = append(*issues, "Expected integer, received float at "+path)
+			*issues = append(*issues, "Expected integer, received float at "+joinPath(parent, name))
 		case f > math.MaxInt32:
-			*issues = append(*issues, fmt.Sprintf("Number must be less than or equal to %d at %s", math.MaxInt32, path))
+			*issues = append(*issues, fmt.Sprintf("Number must be less than or equal to %d at %s", math.MaxInt32, joinPath(parent, name)))
 		case f < math.MinInt32:
-			*issues = append(*issues, fmt.Sprintf("Number must be greater than or equal to %d at %s", math.MinInt32, path))
+			*issues = append(*issues, fmt.Sprintf("Number must be greater than or equal to %d at %s", math.MinInt32, joinPath(parent, name)))
 		}
 	case kObject:
 		m, ok := v.(map[string]any)
 		if !ok {
-			*issues = append(*issues, expected("object", v, path))
+			*issues = append(*issues, expected("object", v, joinPath(parent, name)))
 			return
 		}
-		for _, f := range p.fields {
-			check(m[f.name], hasKey(m, f.name), f, path+"."+f.name, issues)
+		if len(p.fields) == 0 && !p.scalarValues {
+			return
 		}
-		if p.scalarValues {
+		path := joinPath(parent, name)
+		for _, f := range p.fields {
+			check(m[f.name], hasKey(m, f.name), f, path, f.name, issues)
+		}
+		if p.scalarValues && !allScalar(m) {
 			for _, k := range slices.Sorted(maps.Keys(m)) {
-				switch x := m[k]; x.(type) {
-				case nil, string, float64, bool:
-				default:
+				if x := m[k]; !scalar(x) {
 					*issues = append(*issues, expected("string | number | boolean | null", x, path+"."+k))
 				}
 			}
@@ -215,18 +246,36 @@ func check(v any, present bool, p param, path string, issues *[]string) {
 	case kArray:
 		l, ok := v.([]any)
 		if !ok {
-			*issues = append(*issues, expected("array", v, path))
+			*issues = append(*issues, expected("array", v, joinPath(parent, name)))
 			return
 		}
 		if len(l) < p.minItems {
-			*issues = append(*issues, fmt.Sprintf("Array must contain at least %d element(s) at %s", p.minItems, path))
+			*issues = append(*issues, fmt.Sprintf("Array must contain at least %d element(s) at %s", p.minItems, joinPath(parent, name)))
 		}
-		if p.items != nil {
+		if p.items != nil && len(l) > 0 {
+			path := joinPath(parent, name)
 			for i, x := range l {
-				check(x, true, *p.items, fmt.Sprintf("%s.%d", path, i), issues)
+				check(x, true, *p.items, path, strconv.Itoa(i), issues)
 			}
 		}
 	}
+}
+
+func scalar(x any) bool {
+	switch x.(type) {
+	case nil, string, float64, bool:
+		return true
+	}
+	return false
+}
+
+func allScalar(m map[string]any) bool {
+	for _, x := range m {
+		if !scalar(x) {
+			return false
+		}
+	}
+	return true
 }
 
 func expected(want string, v any, path string) string {

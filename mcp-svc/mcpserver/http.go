@@ -123,6 +123,7 @@ func Guard(next http.Handler, o GuardOptions) http.Handler {
 	for _, a := range o.AllowedOrigins {
 		allowed[strings.ToLower(strings.TrimRight(a, "/"))] = true
 	}
+	tokenSum := sha256.Sum256([]byte(o.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rw := &trackingWriter{ResponseWriter: w}
 		defer func() {
@@ -139,7 +140,7 @@ func Guard(next http.Handler, o GuardOptions) http.Handler {
 			}
 		}()
 
-		if o.Token != "" && !bearerMatches(r.Header.Get("Authorization"), o.Token) {
+		if o.Token != "" && !bearerMatches(r.Header.Get("Authorization"), &tokenSum) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeJSON(rw, http.StatusUnauthorized, bodyUnauthorized)
 			return
@@ -156,7 +157,7 @@ func Guard(next http.Handler, o GuardOptions) http.Handler {
 			writeJSON(rw, http.StatusRequestEntityTooLarge, bodyTooLarge)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+		body, err := readBody(r.Body, r.ContentLength)
 		if err != nil {
 			writeJSON(rw, http.StatusBadRequest, bodyInvalidJSON)
 			return
@@ -178,7 +179,7 @@ func Guard(next http.Handler, o GuardOptions) http.Handler {
 			writeJSON(rw, http.StatusBadRequest, bodyBatchTooBig)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = &bodyReader{Reader: *bytes.NewReader(body)}
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(rw, r)
 	})
@@ -186,15 +187,46 @@ func Guard(next http.Handler, o GuardOptions) http.Handler {
 
 // bearerMatches compares in constant time, length included: the digests
 // compared are of one size whatever was sent, so the time taken tells
-// nothing of the token's length. The scheme is case-insensitive.
-func bearerMatches(header, token string) bool {
+// nothing of the token's length. The scheme is case-insensitive. tokenSum
+// is the token's digest, computed once.
+func bearerMatches(header string, tokenSum *[sha256.Size]byte) bool {
 	scheme, got, ok := strings.Cut(strings.TrimSpace(header), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	a, b := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+	a := sha256.Sum256([]byte(strings.TrimSpace(got)))
+	return subtle.ConstantTimeCompare(a[:], tokenSum[:]) == 1
 }
+
+// readBody reads r to its end, or to one byte past MaxBodyBytes (the
+// caller refuses that). A declared length sizes the buffer, so a body read
+// whole costs one allocation.
+func readBody(r io.Reader, declared int64) ([]byte, error) {
+	n := 512
+	if declared >= 0 && declared <= MaxBodyBytes {
+		n = int(declared) + 1 // room to read the EOF without growing
+	}
+	b := make([]byte, 0, n)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		m, err := r.Read(b[len(b):min(cap(b), MaxBodyBytes+1)])
+		b = b[:len(b)+m]
+		switch {
+		case len(b) > MaxBodyBytes || err == io.EOF:
+			return b, nil
+		case err != nil:
+			return b, err
+		}
+	}
+}
+
+// bodyReader is the checked body handed on (io.NopCloser over a
+// bytes.Reader, in one allocation).
+type bodyReader struct{ bytes.Reader }
+
+func (*bodyReader) Close() error { return nil }
 
 // originAllowed accepts a loopback origin (localhost, 127.0.0.1, ::1, any
 // port) or one listed. A page elsewhere — including one whose name was
@@ -238,7 +270,7 @@ func batchLen(body []byte) int {
 func acceptsBoth(values []string) bool {
 	var jsonOK, streamOK bool
 	for _, v := range values {
-		for _, raw := range strings.Split(v, ",") {
+		for raw := range strings.SplitSeq(v, ",") {
 			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
 			case "application/json", "application/*":

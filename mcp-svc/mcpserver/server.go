@@ -9,9 +9,7 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/realm-go/realm/mcp-svc/internal/sdkworkaround"
 	"github.com/realm-go/realm/pkg/client"
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -87,7 +86,8 @@ func New(o Options) *Server {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "realm", Version: version}, &mcp.ServerOptions{Logger: s.slog})
 	for _, t := range tools {
 		s.byName[t.name] = t
-		s.mcp.AddTool(&mcp.Tool{Name: t.name, Description: t.desc, InputSchema: inputSchema(t.params)}, s.handler(t))
+		// Encoded once: the SDK re-reads the schema on every call.
+		s.mcp.AddTool(&mcp.Tool{Name: t.name, Description: t.desc, InputSchema: sdkworkaround.RawSchema(inputSchema(t.params))}, s.handler(t))
 	}
 	return s
 }
@@ -212,13 +212,11 @@ func toolError(text string) *mcp.CallToolResult {
 // (spec mcp-and-gates §2: the natural encoding). HTML characters stay as
 // they are: placeholders such as "<billing|bug|other>" are read by models.
 func jsonResult(v any) *mcp.CallToolResult {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	text, err := encodeReply(v)
+	if err != nil {
 		return toolError("Error: the reply could not be encoded: " + err.Error())
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSuffix(buf.String(), "\n")}}}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -1,0 +1,94 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+)
+
+// stdReply is what jsonResult wrote before encodeReply: encoding/json,
+// HTML escaping off, no trailing newline.
+func stdReply(v any) (string, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(buf.String(), "\n"), nil
+}
+
+func TestEncodeReplyWritesWhatEncodingJSONWrites(t *testing.T) {
+	t.Parallel()
+	cases := map[string]any{
+		"nil":              nil,
+		"html stays":       "<billing|bug|other> & more",
+		"quotes":           `say "hi" \ back`,
+		"controls":         "a\nb\rc\td\be\ff\x00g\x1fh\x7f",
+		"invalid utf-8":    "ok\xffthen\xc3",
+		"line separators":  "a\u2028b\u2029c",
+		"non-ascii":        "naïve — 日本 🎉 \ufffd",
+		"floats":           []any{0.0, math.Copysign(0, -1), 1.5, -2.25, 1e20, 1e21, 1e-6, 1e-7, 123456789.125, 3.0},
+		"ints":             []any{int64(-7), int32(42), 0, int64(math.MaxInt64)},
+		"bools":            []any{true, false},
+		"empty":            []any{map[string]any{}, []any{}, map[string]any(nil), []any(nil)},
+		"sorted keys":      map[string]any{"b": 1.0, "a": 2.0, "B": 3.0, "aa": nil, "é": "x", "\n": "key escaped"},
+		"many keys":        manyKeys(40),
+		"other types":      map[string]any{"strs": []string{"x", "<y>"}, "m": map[string]string{"k": "v"}, "u": uint8(7), "f32": float32(0.1)},
+		"a reply's shape":  map[string]any{"command": "answer", "run_id": "r1", "run_version": int64(3), "status": "ok", "next_actions": []any{map[string]any{"instruction": map[string]any{"tool": "execute_step", "params": map[string]any{}}}}, "warnings": []any{}, "data": map[string]any{"n": 1.0}},
+		"nested fallbacks": map[string]any{"x": []any{"a\tb", map[string]any{"y": []int{1, 2}}}},
+	}
+	for name, v := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			want, wantErr := stdReply(v)
+			got, err := encodeReply(v)
+			if (err != nil) != (wantErr != nil) || got != want && wantErr == nil {
+				t.Errorf("encodeReply = %q, %v\nencoding/json = %q, %v", got, err, want, wantErr)
+			}
+		})
+	}
+}
+
+func TestEncodeReplyRefusesWhatEncodingJSONRefuses(t *testing.T) {
+	t.Parallel()
+	for name, v := range map[string]any{
+		"NaN":      map[string]any{"x": math.NaN()},
+		"infinity": []any{math.Inf(1)},
+		"channel":  map[string]any{"c": make(chan int)},
+	} {
+		_, wantErr := stdReply(v)
+		if _, err := encodeReply(v); err == nil || err.Error() != wantErr.Error() {
+			t.Errorf("%s: error %v, want %v", name, err, wantErr)
+		}
+	}
+}
+
+func manyKeys(n int) map[string]any {
+	m := make(map[string]any, n)
+	for i := range n {
+		m[strings.Repeat("k", i%7)+string(rune('a'+i%26))+string(rune('A'+i/26))] = float64(i)
+	}
+	return m
+}
+
+// FuzzEncodeReply checks arbitrary JSON documents, decoded as the reply
+// maps hold them, against encoding/json.
+func FuzzEncodeReply(f *testing.F) {
+	for _, s := range []string{`{"a":"<b>\n","c":[1,2.5,1e300,-0.000001,null,true]}`, `"\u2028\ud800"`, `[{"z":{},"a":[]}]`, `1e-7`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		var v any
+		if json.Unmarshal([]byte(doc), &v) != nil {
+			v = doc // not JSON: encode it as a string instead
+		}
+		want, wantErr := stdReply(v)
+		got, err := encodeReply(v)
+		if (err != nil) != (wantErr != nil) || wantErr == nil && got != want {
+			t.Fatalf("encodeReply = %q, %v\nencoding/json = %q, %v", got, err, want, wantErr)
+		}
+	})
+}
