@@ -53,6 +53,7 @@ func main() {
 	transitions := flag.Int("transitions", 0, "transitions per engine benchmark (default 30000; quick 3000)")
 	mcpCalls := flag.Int("mcp-calls", 0, "calls per MCP benchmark (default 30000; quick 1000)")
 	sizes := flag.String("store-sizes", "", "stored runs the store-size benchmark grows through (default 1000,100000,1000000; quick 1000,10000)")
+	listCalls := flag.Int("list-calls", 0, "ListRuns calls behind each list and stuck p99 (default 300; quick 50)")
 	parts := flag.String("parts", "rounds,store", "what to measure: rounds (engine, embedded, MCP), store (the store-size benchmark)")
 	flag.Parse()
 
@@ -68,7 +69,7 @@ func main() {
 	for _, o := range []struct {
 		flag int
 		to   *int
-	}{{*rounds, &cfg.rounds}, {*transitions, &cfg.transitions}, {*mcpCalls, &cfg.mcpCalls}} {
+	}{{*rounds, &cfg.rounds}, {*transitions, &cfg.transitions}, {*mcpCalls, &cfg.mcpCalls}, {*listCalls, &cfg.listCalls}} {
 		if o.flag > 0 {
 			*o.to = o.flag
 		}
@@ -78,6 +79,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	for _, p := range strings.Split(*parts, ",") {
+		if p != "rounds" && p != "store" {
+			fail(fmt.Errorf("-parts %q: each part is rounds or store", *parts))
+		}
+	}
 	cfg.parts = *parts
 	if err := measure(ctx, cfg, *out, *quick); err != nil {
 		fail(err)
