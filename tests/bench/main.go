@@ -12,7 +12,7 @@
 // Redis is the server at REDIS_URL (default 127.0.0.1:6379); the
 // benchmarks write under key prefixes of their own and delete them.
 //
-//	go run ./tests/bench            # the full table (about half an hour)
+//	go run ./tests/bench            # the full table (up to an hour)
 //	BENCH_QUICK=1 go run ./tests/bench   # fewer transitions, no 1M store
 //	go run ./tests/bench -from out.txt   # the table of a recorded output
 package main
