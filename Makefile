@@ -65,7 +65,11 @@ chaos: ## The long fault test: 200 webhook runs while every kind of process is S
 	@REALM_CHAOS_RUNS=$${REALM_CHAOS_RUNS:-200} REALM_CHAOS_KILLS=$${REALM_CHAOS_KILLS:-4} scripts/test.sh -run '^TestChaos$$' -v -timeout 40m
 
 .PHONY: bench
-bench: ## Run the benchmarks of every module (no tests).
+bench: ## Issue #23's performance table, every row against its target (up to an hour; BENCH_QUICK=1 for a quick pass). Redis at REDIS_URL.
+	@go run ./tests/bench $(BENCH_FLAGS)
+
+.PHONY: bench-go
+bench-go: ## Run the Go benchmarks of every module (no tests).
 	@REALM_TEST_RACE=0 scripts/test.sh -run '^$$' -bench . -benchmem
 
 .PHONY: fuzz

@@ -5,7 +5,7 @@
 # already names one; a three-master Redis Cluster on 127.0.0.1:7001-7003
 # likewise (scripts/redis-cluster.sh), unless REDIS_CLUSTER_ADDRS names one;
 # and Chromium for the console's browser tests (scripts/chromium.sh), unless
-# CHROMIUM names one. Extra arguments go to `go test` (make bench uses this).
+# CHROMIUM names one. Extra arguments go to `go test` (make bench-go uses this).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$(repo_root)"
@@ -78,7 +78,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 # The race detector is on (REALM_TEST_RACE=0 turns it off, e.g. to compare
-# timings); make bench turns it off, since it slows what it measures.
+# timings); make bench-go turns it off, since it slows what it measures.
 race=(-race)
 if [[ ${REALM_TEST_RACE:-1} == 0 ]]; then
 	race=()

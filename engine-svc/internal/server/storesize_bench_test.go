@@ -1,0 +1,368 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/realm-go/realm/engine-svc/internal/store"
+	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
+	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+)
+
+// The store-size benchmark's knobs (environment, so `go test -bench` and
+// the bench command share one benchmark): the stored-run counts, in
+// increasing order, and the list calls sampled for each p99.
+const (
+	envStoreSizes = "REALM_BENCH_STORE_SIZES" // default 1000,100000
+	envListCalls  = "REALM_BENCH_LIST_CALLS"  // default 200
+	envStoreDB    = "REALM_BENCH_STORE_DB"    // default 9
+	storeWorkers  = 32
+	stuckRuns     = 100
+)
+
+// BenchmarkStoreSize asks whether the engine's costs are flat in the size
+// of the store. One Redis prefix is grown through the sizes of
+// REALM_BENCH_STORE_SIZES (stored runs); at each size the sub-benchmark
+// makes b.N transitions through gRPC at 32 runs at once (transitions/s),
+// then samples `realm run list` (a page of 100) and `realm run list
+// --stuck` through gRPC ListRuns (list-p99-µs, stuck-p99-µs), then deletes
+// the runs it made, so the store stays at its size.
+//
+// The first 900 stored runs are real: the engine drives each through the
+// ten steps. Their Redis footprint (MEMORY USAGE of every key under the
+// prefix, indexes included, over the runs) is reported as B/finished-run
+// at the first size. The rest are clones of one of them, key by key with
+// the run id replaced, written with pipelined commands; 100 more carry a
+// claim an hour past its deadline, for --stuck to find.
+//
+//	cd engine-svc && REALM_BENCH_STORE_SIZES=1000,100000,1000000 go test -run '^$' -bench StoreSize -benchtime 30000x -count 3 ./internal/server/
+func BenchmarkStoreSize(b *testing.B) {
+	sizes := envInts(b, envStoreSizes, []int{1000, 100000})
+	calls := envInts(b, envListCalls, []int{200})[0]
+	e := storeEnv(b)
+	if r := e.register(b, tenSteps()); !r.GetRegistered() {
+		b.Fatal(r.GetReport().GetText())
+	}
+	c := context.Background()
+	// The first size holds up to 1,000 runs, the stuck ones included.
+	finished := finishRuns(b, e, max(min(sizes[0], 1000)-stuckRuns, 1))
+	perRun := prefixMemory(b, e) / float64(len(finished))
+	tmpl := readRunKeys(b, e, finished[0])
+	addStuck(b, e)
+	stored := len(finished) + stuckRuns
+	for i, n := range sizes {
+		if n > stored {
+			cloneRuns(b, e, tmpl, n-stored)
+			stored = n
+		}
+		b.Run(fmt.Sprintf("stored=%d", n), func(b *testing.B) {
+			made := driveTransitions(b, e, storeWorkers, false)
+			if i == 0 {
+				b.ReportMetric(perRun, "B/finished-run")
+			}
+			p50, p99 := listLatency(b, e, calls, &realmv1.ListRunsRequest{Limit: 100}, 100)
+			b.ReportMetric(p50, "list-p50-µs")
+			b.ReportMetric(p99, "list-p99-µs")
+			secs := int64(24 * 3600)
+			p50, p99 = listLatency(b, e, calls, &realmv1.ListRunsRequest{Stuck: true, OlderThanSeconds: &secs}, stuckRuns)
+			b.ReportMetric(p50, "stuck-p50-µs")
+			b.ReportMetric(p99, "stuck-p99-µs")
+			for _, id := range made {
+				if err := e.st.DeleteRun(c, id, "", -1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// storeEnv serves an engine over a logical database of its own
+// (REALM_BENCH_STORE_DB, default 9) of the Redis at REDIS_URL, under a
+// prefix of its own deleted at the end. SCAN walks one database: other
+// tests sharing the server clean up their prefixes with SCAN, and would
+// otherwise walk the million stored runs on every cleanup, slowing Redis
+// for everyone, this benchmark included.
+func storeEnv(b *testing.B) *env {
+	opts, err := redis.ParseURL(storetest.RedisURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts.DB = envInts(b, envStoreDB, []int{9})[0]
+	prefix := storetest.UniquePrefix(b)
+	b.Cleanup(func() {
+		c := redis.NewClient(opts) // the store's client is closed by now
+		defer c.Close()
+		if err := storetest.DeletePrefix(context.Background(), c, prefix); err != nil {
+			b.Errorf("cleanup %s in db %d: %v", prefix, opts.DB, err)
+		}
+	})
+	rc := redis.NewClient(opts)
+	if err := rc.Ping(context.Background()).Err(); err != nil {
+		b.Fatalf("redis %s db %d: %v", opts.Addr, opts.DB, err)
+	}
+	counter := &store.RoundTripCounter{}
+	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16, Counter: counter})
+	b.Cleanup(func() { _ = st.Close() })
+	e := engineOn(b, st, rc, prefix)
+	e.counter = counter
+	return e
+}
+
+// envInts reads a comma-separated list of counts from the environment.
+func envInts(b *testing.B, name string, def []int) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			b.Fatalf("%s=%q: want counts separated by commas", name, v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// finishRuns starts n runs of "bench" and drives each through its ten
+// steps on the engine, 32 at once.
+func finishRuns(b *testing.B, e *env, n int) []string {
+	c := context.Background()
+	answer := params(b, map[string]any{"n": 1, "note": "fine"})
+	ids := make([]string, n)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range storeWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				resp, err := e.client.StartRun(c, &realmv1.StartRunRequest{WorkflowId: "bench"})
+				if err != nil {
+					b.Error(err)
+					continue
+				}
+				ids[i] = resp.GetReply().GetRunId()
+				for s := 1; s <= 10; s++ {
+					reply, err := e.eng.ExecuteStep(c, &realmv1.ExecuteStepRequest{RunId: ids[i], Command: "s" + strconv.Itoa(s), Params: answer})
+					if err != nil || reply.GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK {
+						b.Errorf("step s%d: %v %v", s, err, reply)
+						break
+					}
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	return ids
+}
+
+// prefixMemory sums MEMORY USAGE (every element counted) over the keys
+// under the env's prefix.
+func prefixMemory(b *testing.B, e *env) float64 {
+	c := context.Background()
+	var total int64
+	iter := e.rc.Scan(c, 0, e.prefix+":*", 1000).Iterator()
+	var keys []string
+	for iter.Next(c) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		b.Fatal(err)
+	}
+	for chunk := range slices.Chunk(keys, 500) {
+		cmds, err := e.rc.Pipelined(c, func(p redis.Pipeliner) error {
+			for _, k := range chunk {
+				p.MemoryUsage(c, k, 0)
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, cmd := range cmds {
+			total += cmd.(*redis.IntCmd).Val()
+		}
+	}
+	return float64(total)
+}
+
+// runKeys is what the engine stored for one run: its hashes and lists by
+// key suffix ("" for the run hash, ":out", ":ev"), and its score in each
+// bucket index it belongs to.
+type runKeys struct {
+	id     string
+	hashes map[string]map[string]string
+	lists  map[string][]string
+	scores map[string]float64
+	doc    map[string]any // the run document, decoded
+}
+
+var runIndexes = []string{store.IndexRuns, store.IndexClaims, store.IndexExpiries, store.IndexGateDeadlines,
+	store.IndexOpenGates, store.IndexActivity, store.IndexFinalizers, store.IndexBlocked}
+
+func readRunKeys(b *testing.B, e *env, id string) *runKeys {
+	c := context.Background()
+	rk := &runKeys{id: id, hashes: map[string]map[string]string{}, lists: map[string][]string{}, scores: map[string]float64{}}
+	base := e.st.RunKey(id)
+	for _, suffix := range []string{"", ":out", ":ev"} {
+		key := base + suffix
+		switch typ := e.rc.Type(c, key).Val(); typ {
+		case "hash":
+			rk.hashes[suffix] = e.rc.HGetAll(c, key).Val()
+		case "list":
+			rk.lists[suffix] = e.rc.LRange(c, key, 0, -1).Val()
+		case "none":
+		default:
+			b.Fatalf("%s: unexpected type %s", key, typ)
+		}
+	}
+	for _, ix := range runIndexes {
+		if s, err := e.rc.ZScore(c, e.st.IndexKey(e.st.BucketOf(id), ix), id).Result(); err == nil {
+			rk.scores[ix] = s
+		}
+	}
+	snap, err := e.st.LoadRun(c, id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := json.Unmarshal(snap.Doc, &rk.doc); err != nil {
+		b.Fatal(err)
+	}
+	if len(rk.hashes) == 0 || len(rk.scores) == 0 {
+		b.Fatalf("run %s: nothing stored under %s", id, base)
+	}
+	return rk
+}
+
+// cloneRuns writes n copies of tmpl under new run ids, each key's values
+// with the template's id replaced, in pipelines of 500 runs. Each clone
+// sits one millisecond before the previous in the run index, older than
+// the real runs, so list pages hold the newest runs as in a real store.
+func cloneRuns(b *testing.B, e *env, tmpl *runKeys, n int) {
+	c := context.Background()
+	const batch = 500
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for first := range work {
+				_, err := e.rc.Pipelined(c, func(p redis.Pipeliner) error {
+					for i := first; i < min(first+batch, n); i++ {
+						id := e.st.NewRunID("")
+						base := e.st.RunKey(id)
+						swap := func(v string) string { return strings.ReplaceAll(v, tmpl.id, id) }
+						for suffix, h := range tmpl.hashes {
+							args := make([]any, 0, 2*len(h))
+							for f, v := range h {
+								args = append(args, f, swap(v))
+							}
+							p.HSet(c, base+suffix, args...)
+						}
+						for suffix, l := range tmpl.lists {
+							args := make([]any, len(l))
+							for j, v := range l {
+								args[j] = swap(v)
+							}
+							p.RPush(c, base+suffix, args...)
+						}
+						for ix, s := range tmpl.scores {
+							if ix == store.IndexRuns {
+								s -= float64(i + 1)
+							}
+							p.ZAdd(c, e.st.IndexKey(e.st.BucketOf(id), ix), redis.Z{Score: s, Member: id})
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					b.Error(err)
+				}
+			}
+		}()
+	}
+	for first := 0; first < n; first += batch {
+		work <- first
+	}
+	close(work)
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+}
+
+// addStuck stores stuckRuns open runs (a just-started run's document)
+// whose first step holds a claim an hour past its deadline, through the
+// store's own commit, with the claims index entry the engine would write.
+func addStuck(b *testing.B, e *env) {
+	c := context.Background()
+	resp, err := e.client.StartRun(c, &realmv1.StartRunRequest{WorkflowId: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	open := readRunKeys(b, e, resp.GetReply().GetRunId())
+	if err := e.st.DeleteRun(c, open.id, "", -1); err != nil {
+		b.Fatal(err)
+	}
+	past := time.Now().Add(-time.Hour)
+	deadline := past.Format(time.RFC3339Nano)
+	for range stuckRuns {
+		id := e.st.NewRunID("")
+		d := map[string]any{}
+		for k, v := range open.doc {
+			d[k] = v
+		}
+		d["id"] = id
+		d["in_progress_steps"] = []string{"s1"}
+		d["claims"] = map[string]any{"s1": map[string]any{"token": "t", "deadline": deadline, "since": deadline}}
+		raw, err := json.Marshal(d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		idx := []store.IndexOp{
+			{Index: store.IndexRuns, Member: id, Score: float64(past.UnixMilli())},
+			{Index: store.IndexClaims, Member: id, Score: float64(past.UnixMilli())},
+		}
+		if err := e.st.CommitRun(c, &store.Change{RunID: id, ExpectVersion: -1, NewVersion: 0, Doc: raw, Index: idx}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// listLatency calls ListRuns n times, one after another (outside the
+// benchmark's clock), and returns the median and 99th percentile latency
+// in µs; each page must hold want runs.
+func listLatency(b *testing.B, e *env, n int, req *realmv1.ListRunsRequest, want int) (p50, p99 float64) {
+	c := context.Background()
+	lat := make([]time.Duration, n)
+	for i := range lat {
+		t0 := time.Now()
+		resp, err := e.client.ListRuns(c, req)
+		lat[i] = time.Since(t0)
+		if err != nil || len(resp.GetRuns()) != want {
+			b.Fatalf("list %v: %v, %d runs, want %d", req, err, len(resp.GetRuns()), want)
+		}
+	}
+	slices.Sort(lat)
+	return float64(lat[len(lat)/2].Microseconds()), float64(lat[len(lat)*99/100].Microseconds())
+}

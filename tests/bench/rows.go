@@ -1,0 +1,269 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The benchmarks the table reads (names as Parse keeps them).
+const (
+	core1   = "Transitions/engine_core/runs=1"
+	grpc1   = "Transitions/engine/runs=1"
+	core32  = "Transitions/engine_core/runs=32"
+	grpc32  = "Transitions/engine/runs=32"
+	bare32  = "Transitions/bare_cas/runs=32"
+	embed32 = "Transitions/engine_embedded/runs=32"
+	mcpNoop = "MCPFrontDoor/noop-tool/clients=16"
+	mcpDoor = "MCPFrontDoor/execute_step-mcp/clients=16"
+	mcpGRPC = "MCPFrontDoor/execute_step-grpc/clients=16"
+	stored  = "StoreSize/stored="
+)
+
+// kind says how a row's figure is printed.
+type kind int
+
+const (
+	ratio  kind = iota // 0.42
+	perSec             // 12,345/s
+	micros             // 61 µs
+	millis             // 0.08 ms (the figure is in µs)
+	count              // 166
+	bytes              // 7,479 B
+)
+
+// figure computes a row's figure from the i-th repeat; ok is false when
+// that repeat lacks a benchmark or metric it needs.
+type figure func(r Results, i int) (v float64, ok bool)
+
+// Row is one line of the #23 table: a figure and, unless it is only
+// measured alongside, the target it must meet in every repeat.
+type Row struct {
+	Name    string
+	kind    kind
+	target  bool
+	atLeast bool // the figure must be ≥ limit (else ≤)
+	limit   float64
+	value   figure
+}
+
+// Line is a row as printed.
+type Line struct{ Name, Measured, Target, Verdict string }
+
+func metric(name, unit string) figure {
+	return func(r Results, i int) (float64, bool) {
+		if i >= len(r[name]) {
+			return 0, false
+		}
+		v, ok := r[name][i][unit]
+		return v, ok
+	}
+}
+
+func quotient(a, b figure) figure {
+	return func(r Results, i int) (float64, bool) {
+		x, ok1 := a(r, i)
+		y, ok2 := b(r, i)
+		return x / y, ok1 && ok2 && y != 0
+	}
+}
+
+// minus is a − b − c − ...
+func minus(a figure, bs ...figure) figure {
+	return func(r Results, i int) (float64, bool) {
+		v, ok := a(r, i)
+		for _, b := range bs {
+			w, ok2 := b(r, i)
+			v, ok = v-w, ok && ok2
+		}
+		return v, ok
+	}
+}
+
+func atLeast(name string, k kind, limit float64, f figure) Row {
+	return Row{Name: name, kind: k, target: true, atLeast: true, limit: limit, value: f}
+}
+
+func atMost(name string, k kind, limit float64, f figure) Row {
+	return Row{Name: name, kind: k, target: true, limit: limit, value: f}
+}
+
+func alongside(name string, k kind, f figure) Row { return Row{Name: name, kind: k, value: f} }
+
+// Rows are issue #23's targets, in the issue's order, with the figures
+// they are ratios of measured alongside. The store-size rows follow the
+// sizes found in r.
+func Rows(r Results) []Row {
+	tps := func(n string) figure { return metric(n, "transitions/s") }
+	calls := func(n string) figure { return metric(n, "calls/s") }
+	allocs := func(n string) figure { return metric(n, "allocs/op") }
+	rows := []Row{
+		alongside("bare compare-and-set script, 32 runs (the floor)", perSec, tps(bare32)),
+		alongside("engine core, 32 runs", perSec, tps(core32)),
+		alongside("engine through gRPC, 32 runs", perSec, tps(grpc32)),
+		atLeast("engine core ÷ bare script, 32 runs", ratio, 0.5, quotient(tps(core32), tps(bare32))),
+		atLeast("engine through gRPC ÷ bare script, 32 runs", ratio, 0.33, quotient(tps(grpc32), tps(bare32))),
+		atMost("gRPC's added p50 at 1 run (engine − engine core)", millis, 100, minus(metric(grpc1, "p50-µs"), metric(core1, "p50-µs"))),
+		atMost("CPU per transition, engine core, 32 runs (process user+sys)", micros, 60, metric(core32, "cpu-µs/op")),
+		alongside("CPU per transition through gRPC, 32 runs (client included)", micros, metric(grpc32, "cpu-µs/op")),
+		atMost("allocations per transition, engine core, 32 runs", count, 80, allocs(core32)),
+		atMost("allocations per transition through gRPC, 32 runs (client included)", count, 200, allocs(grpc32)),
+		alongside("go-sdk no-op tool, 16 clients", perSec, calls(mcpNoop)),
+		alongside("MCP door execute_step, 16 clients", perSec, calls(mcpDoor)),
+		atLeast("MCP door ÷ go-sdk no-op tool, calls/s at 16 clients", ratio, 0.8, quotient(calls(mcpDoor), calls(mcpNoop))),
+		atMost("MCP door's own allocations per call (door − no-op − gRPC call)", count, 100, minus(allocs(mcpDoor), allocs(mcpNoop), allocs(mcpGRPC))),
+	}
+	sizes := storeSizes(r)
+	for _, n := range sizes {
+		rows = append(rows, alongside(fmt.Sprintf("transitions/s through gRPC, 32 runs, %s stored runs", thousands(float64(n))), perSec, tps(stored+strconv.Itoa(n))))
+	}
+	if len(sizes) > 0 {
+		small := stored + strconv.Itoa(sizes[0])
+		for _, n := range sizes[1:] {
+			rows = append(rows, atLeast(fmt.Sprintf("transitions/s at %s stored ÷ at %s", thousands(float64(n)), thousands(float64(sizes[0]))), ratio, 0.8,
+				quotient(tps(stored+strconv.Itoa(n)), tps(small))))
+		}
+		for _, n := range sizes {
+			rows = append(rows, atMost(fmt.Sprintf("`run list` page p99, %s stored", thousands(float64(n))), millis, 20000, metric(stored+strconv.Itoa(n), "list-p99-µs")))
+		}
+		for _, n := range sizes {
+			rows = append(rows, atMost(fmt.Sprintf("`run list --stuck` p99, %s stored", thousands(float64(n))), millis, 20000, metric(stored+strconv.Itoa(n), "stuck-p99-µs")))
+		}
+		rows = append(rows, atMost("Redis memory per finished ten-step run", bytes, 2048, metric(small, "B/finished-run")))
+	} else {
+		rows = append(rows, atMost("Redis memory per finished ten-step run", bytes, 2048, metric(stored+"1000", "B/finished-run")))
+	}
+	return append(rows, atLeast("embedded store ÷ Redis, engine through gRPC, 32 runs", ratio, 0.5, quotient(tps(embed32), tps(grpc32))))
+}
+
+// storeSizes are the stored-run counts of the StoreSize samples, ascending.
+func storeSizes(r Results) []int {
+	var out []int
+	for name := range r {
+		if n, err := strconv.Atoi(strings.TrimPrefix(name, stored)); err == nil && strings.HasPrefix(name, stored) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// maxRepeats bounds the repeats a row is computed for.
+const maxRepeats = 100
+
+// Evaluate computes each row over every repeat that has its figures: the
+// range, and whether the target is met in all of them, some or none.
+func Evaluate(r Results) []Line {
+	var out []Line
+	for _, row := range Rows(r) {
+		var vals []float64
+		for i := range maxRepeats {
+			v, ok := row.value(r, i)
+			if !ok {
+				break
+			}
+			vals = append(vals, v)
+		}
+		l := Line{Name: row.Name, Measured: "not measured", Target: "—", Verdict: "—"}
+		if row.target {
+			l.Target = row.targetText()
+			l.Verdict = "not measured"
+		}
+		if len(vals) > 0 {
+			l.Measured = rangeText(row.kind, vals)
+			if row.target {
+				l.Verdict = row.verdict(vals)
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func (row Row) meets(v float64) bool {
+	if row.atLeast {
+		return v >= row.limit
+	}
+	return v <= row.limit
+}
+
+func (row Row) verdict(vals []float64) string {
+	met := 0
+	for _, v := range vals {
+		if row.meets(v) {
+			met++
+		}
+	}
+	switch met {
+	case len(vals):
+		return "met"
+	case 0:
+		return "not met"
+	}
+	return fmt.Sprintf("met in %d of %d", met, len(vals))
+}
+
+func (row Row) targetText() string {
+	op := "≤ "
+	if row.atLeast {
+		op = "≥ "
+	}
+	return op + format(row.kind, row.limit)
+}
+
+// rangeText is "min – max" of vals with the unit once, or the one figure
+// when they agree.
+func rangeText(k kind, vals []float64) string {
+	lo, unit := number(k, slices.Min(vals))
+	hi, _ := number(k, slices.Max(vals))
+	if lo == hi {
+		return lo + unit
+	}
+	return lo + " – " + hi + unit
+}
+
+func format(k kind, v float64) string {
+	n, unit := number(k, v)
+	return n + unit
+}
+
+// number is v printed for its kind, and the unit that follows it.
+func number(k kind, v float64) (string, string) {
+	switch k {
+	case ratio:
+		return strconv.FormatFloat(v, 'f', 2, 64), ""
+	case perSec:
+		return thousands(v), "/s"
+	case micros:
+		return thousands(v), " µs"
+	case millis:
+		return strconv.FormatFloat(v/1000, 'f', 2, 64), " ms"
+	case bytes:
+		return thousands(v), " B"
+	}
+	return thousands(v), ""
+}
+
+// thousands rounds v and groups its digits by three: 1234567 → 1,234,567.
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(math.Round(math.Abs(v))), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if v < 0 && s != "0" {
+		s = "−" + s
+	}
+	return s
+}
+
+// Markdown prints lines as a Markdown table.
+func Markdown(lines []Line) string {
+	var b strings.Builder
+	b.WriteString("| Row | Measured (range of repeats) | Target | Verdict |\n| --- | ---: | ---: | --- |\n")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", l.Name, l.Measured, l.Target, l.Verdict)
+	}
+	return b.String()
+}
