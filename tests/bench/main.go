@@ -141,7 +141,10 @@ func measure(ctx context.Context, cfg config, outPath string, quick bool) error 
 		for _, j := range []job{
 			{label: "engine transitions, 1 and 32 runs: engine, engine core, bare script", bin: bins["engine"], bench: "Transitions/^(engine|engine_core|bare_cas)$/", n: cfg.transitions},
 			{label: "embedded store, 32 runs", bin: bins["engine"], bench: "Transitions/^engine_embedded$/^runs=32$", n: cfg.transitions},
-			{label: "MCP door and go-sdk no-op tool, 16 clients", bin: bins["mcp"], bench: "MCPFrontDoor//^clients=16$", n: cfg.mcpCalls},
+			{label: "MCP door and go-sdk no-op tool, 16 clients (rows, and the paired ratio)", bin: bins["mcp"], bench: "MCPFrontDoor//^clients=16$", n: cfg.mcpCalls},
+			// door-own runs alone: run just after other rows its absolute
+			// counts shift (docs/benchmarks.md).
+			{label: "MCP door's own allocations", bin: bins["mcp"], bench: "MCPFrontDoor/^door-own$", n: cfg.mcpCalls},
 		} {
 			j.label = fmt.Sprintf("round %d/%d: %s (%dx)", round, cfg.rounds, j.label, j.n)
 			if err := run(j); err != nil {

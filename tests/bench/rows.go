@@ -18,8 +18,12 @@ const (
 	embed32 = "Transitions/engine_embedded/runs=32"
 	mcpNoop = "MCPFrontDoor/noop-tool/clients=16"
 	mcpDoor = "MCPFrontDoor/execute_step-mcp/clients=16"
-	mcpGRPC = "MCPFrontDoor/execute_step-grpc/clients=16"
-	stored  = "StoreSize/stored="
+	// mcpPaired alternates bursts of the no-op tool and the door, so the
+	// machine's load falls on both alike; mcpOwn counts the door's own
+	// allocations (calls through its handler minus the same gRPC calls).
+	mcpPaired = "MCPFrontDoor/paired/clients=16"
+	mcpOwn    = "MCPFrontDoor/door-own"
+	stored    = "StoreSize/stored="
 )
 
 // kind says how a row's figure is printed.
@@ -112,8 +116,9 @@ func Rows(r Results) []Row {
 		atMost("allocations per transition through gRPC, 32 runs (client included)", count, 200, allocs(grpc32)),
 		alongside("go-sdk no-op tool, 16 clients", perSec, calls(mcpNoop)),
 		alongside("MCP door execute_step, 16 clients", perSec, calls(mcpDoor)),
-		atLeast("MCP door ÷ go-sdk no-op tool, calls/s at 16 clients", ratio, 0.8, quotient(calls(mcpDoor), calls(mcpNoop))),
-		atMost("MCP door's own allocations per call (door − no-op − gRPC call)", count, 100, minus(allocs(mcpDoor), allocs(mcpNoop), allocs(mcpGRPC))),
+		atLeast("MCP door ÷ go-sdk no-op tool, calls/s at 16 clients (paired bursts)", ratio, 0.8, metric(mcpPaired, "mcp/noop")),
+		alongside("a door that cost nothing ÷ go-sdk no-op tool, 16 clients (the bound on shared cores)", ratio, metric(mcpPaired, "free-door/noop")),
+		atMost("MCP door's own allocations per call (its handler − the same gRPC call)", count, 100, metric(mcpOwn, "door-allocs/call")),
 	}
 	sizes := storeSizes(r)
 	for _, n := range sizes {
