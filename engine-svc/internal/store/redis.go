@@ -73,6 +73,11 @@ type Options struct {
 	// again before CommitRun gives up with ErrOutcomeUnknown (default
 	// DefaultSettleTimeout).
 	SettleTimeout time.Duration
+	// PipelineCommits sends concurrent commits together, one pipeline of
+	// commit scripts per round trip (see commitPipe). For Redis; not for
+	// the embedded store, which fsyncs each command of a pipeline in turn
+	// where separate connections share one fsync.
+	PipelineCommits bool
 }
 
 // DefaultSettleTimeout is Options.SettleTimeout when it is 0.
@@ -97,6 +102,9 @@ type Redis struct {
 	waitFor    time.Duration
 	settleFor  time.Duration
 	settles    atomic.Int64 // commits that got no answer at first
+	// pipe batches concurrent commits (Options.PipelineCommits); nil sends
+	// each on its own.
+	pipe *commitPipe
 	// keepVersions is putWorkflowScript's ARGV[4] (0: keep all).
 	keepVersions int
 
@@ -124,6 +132,9 @@ func NewRedis(client redis.UniversalClient, opts Options) *Redis {
 		waitN:     opts.WaitReplicas,
 		waitFor:   opts.WaitTimeout,
 		settleFor: opts.SettleTimeout,
+	}
+	if opts.PipelineCommits {
+		r.pipe = &commitPipe{c: client}
 	}
 	if r.settleFor <= 0 {
 		r.settleFor = DefaultSettleTimeout
@@ -518,7 +529,13 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 		})
 	}
 	return r.settle(ctx, c.RunID, func(ctx context.Context) error {
-		res, err := commitScript.Run(ctx, r.c, keys, args...).Slice()
+		var res []any
+		var err error
+		if r.pipe != nil {
+			res, err = r.pipe.run(ctx, keys, args)
+		} else {
+			res, err = commitScript.Run(ctx, r.c, keys, args...).Slice()
+		}
 		if err != nil {
 			return sendError(c.RunID, err)
 		}
@@ -534,12 +551,14 @@ func (e *uncertainError) Error() string { return e.err.Error() }
 func (e *uncertainError) Unwrap() error { return e.err }
 
 // sendError sorts a failed send of the commit script: an error reply from
-// Redis is an answer (the script did not run, or ran and refused), anything
-// else leaves the outcome open.
+// Redis is an answer (the script did not run, or ran and refused), and so is
+// a commit withdrawn before it was sent; anything else leaves the outcome
+// open.
 func sendError(runID string, err error) error {
 	err = fmt.Errorf("store: commit run %s: %w", runID, err)
 	var reply redis.Error
-	if errors.As(err, &reply) {
+	var unsent *notSentError
+	if errors.As(err, &reply) || errors.As(err, &unsent) {
 		return err
 	}
 	return &uncertainError{err}
