@@ -37,10 +37,9 @@ func (e *notSentError) Unwrap() error { return e.err }
 
 // pipedCommit is one commit waiting for, or in, a batch.
 type pipedCommit struct {
-	keys []string
-	args []any
-	res  []any
-	err  error
+	cmd []any // EVALSHA of the commit script
+	res []any
+	err error
 	// ready is signalled once: the result is set, or (lead) the commit
 	// is to send the next batch.
 	ready chan struct{}
@@ -48,12 +47,12 @@ type pipedCommit struct {
 	taken bool // in a batch being sent; under commitPipe.mu
 }
 
-// run sends the commit script with keys and args and returns its reply.
+// run sends cmd, an EVALSHA of the commit script, and returns its reply.
 // A caller whose ctx ends while its commit is still queued withdraws it
 // (it was never sent); once taken into a batch it waits for the batch,
 // which the client's own timeouts bound.
-func (p *commitPipe) run(ctx context.Context, keys []string, args []any) ([]any, error) {
-	pc := &pipedCommit{keys: keys, args: args}
+func (p *commitPipe) run(ctx context.Context, cmd []any) ([]any, error) {
+	pc := &pipedCommit{cmd: cmd}
 	p.mu.Lock()
 	p.queue = append(p.queue, pc)
 	leads := !p.sending
@@ -125,19 +124,19 @@ func (p *commitPipe) lead(ctx context.Context, self *pipedCommit) {
 func (p *commitPipe) send(ctx context.Context, batch []*pipedCommit) {
 	if len(batch) == 1 {
 		pc := batch[0]
-		pc.res, pc.err = commitScript.Run(ctx, p.c, pc.keys, pc.args...).Slice()
+		pc.res, pc.err = evalCommit(ctx, p.c, pc.cmd)
 		return
 	}
 	pipe := p.c.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, pc := range batch {
-		cmds[i] = commitScript.EvalSha(ctx, pipe, pc.keys, pc.args...)
+		cmds[i] = pipe.Do(ctx, pc.cmd...)
 	}
 	_, _ = pipe.Exec(ctx) // each command's own error is read below
 	for i, pc := range batch {
 		pc.res, pc.err = cmds[i].Slice()
-		if pc.err != nil && redis.HasErrorPrefix(pc.err, "NOSCRIPT") {
-			pc.res, pc.err = commitScript.Run(ctx, p.c, pc.keys, pc.args...).Slice()
+		if isNoScript(pc.err) {
+			pc.res, pc.err = p.c.Do(ctx, asEval(pc.cmd)...).Slice()
 		}
 	}
 }

@@ -206,3 +206,25 @@ func conflict(t *testing.T, err error) {
 		t.Errorf("got %v, want a conflict", err)
 	}
 }
+
+// A lone commit to a server that lost its script cache is sent again with
+// the script's body, pipelined or not.
+func TestCommitAfterAFlushedScriptCacheLands(t *testing.T) {
+	t.Parallel()
+	for _, piped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pipelined=%v", piped), func(t *testing.T) {
+			t.Parallel()
+			s, c := newChecked(t, backend{"Embedded", embeddedRedis}, store.Options{PipelineCommits: piped})
+			id := s.NewRunID("")
+			if err := c.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.CommitRun(ctx, &store.Change{RunID: id, ExpectVersion: -1, NewVersion: 0, Doc: []byte(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+			if v := load(t, s, id).Version; v != 0 {
+				t.Errorf("version %d, want 0", v)
+			}
+		})
+	}
+}
