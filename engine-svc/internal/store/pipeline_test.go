@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -226,5 +227,57 @@ func TestCommitAfterAFlushedScriptCacheLands(t *testing.T) {
 				t.Errorf("version %d, want 0", v)
 			}
 		})
+	}
+}
+
+// A commit whose caller gives up while it waits behind the batch on the
+// wire is withdrawn: never sent, and its error says so (not an unknown
+// outcome).
+func TestQueuedCommitIsWithdrawnWhenItsCallerGivesUp(t *testing.T) {
+	t.Parallel()
+	s, c := newChecked(t, backend{"RealRedis", realRedis}, store.Options{PipelineCommits: true})
+	h := &holdHook{held: make(chan struct{}), release: make(chan struct{})}
+	c.AddHook(h)
+	ids := []string{s.NewRunID(""), s.NewRunID("")}
+	for _, id := range ids {
+		if err := s.CommitRun(ctx, &store.Change{RunID: id, ExpectVersion: -1, NewVersion: 0, Doc: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mu.Lock()
+	h.armed = true
+	h.mu.Unlock()
+	change := func(id string) *store.Change {
+		return &store.Change{RunID: id, ExpectVersion: 0, NewVersion: 1, Doc: []byte(`{"x":1}`)}
+	}
+	held := make(chan error, 1)
+	go func() { held <- s.CommitRun(ctx, change(ids[0])) }()
+	<-h.held
+	gctx, giveUp := context.WithCancel(ctx)
+	queued := make(chan error, 1)
+	go func() { queued <- s.CommitRun(gctx, change(ids[1])) }()
+	for s.QueuedCommits() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	giveUp()
+	var err error
+	select {
+	case err = <-queued:
+	case <-time.After(10 * time.Second): // it waits for the held batch
+		close(h.release)
+		t.Fatalf("the commit given up stayed queued: %v", <-queued)
+	}
+	close(h.release)
+	if err := <-held; err != nil {
+		t.Fatalf("held commit: %v", err)
+	}
+	if !errors.Is(err, context.Canceled) || errors.Is(err, store.ErrOutcomeUnknown) {
+		t.Errorf("withdrawn commit: %v, want context.Canceled and a known outcome", err)
+	}
+	if v := load(t, s, ids[1]).Version; v != 0 {
+		t.Errorf("withdrawn commit landed: version %d", v)
+	}
+	if n := s.QueuedCommits(); n != 0 {
+		t.Errorf("%d commits still queued", n)
 	}
 }
