@@ -169,7 +169,10 @@ func run(log *slog.Logger) error {
 	}
 	mreg := metrics.NewRegistry()
 	client.AddHook(metrics.RedisHook(mreg))
-	st := store.NewRedis(client, store.Options{Prefix: *prefix, Buckets: *buckets, WaitReplicas: *waitReplicas, KeepWorkflowVersions: keep})
+	// Concurrent commits share a pipeline on Redis; the embedded store
+	// fsyncs a pipeline's commands one by one, so it takes them apart.
+	st := store.NewRedis(client, store.Options{Prefix: *prefix, Buckets: *buckets, WaitReplicas: *waitReplicas, KeepWorkflowVersions: keep,
+		PipelineCommits: rf.Configured()})
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := st.Ping(pingCtx); err != nil {

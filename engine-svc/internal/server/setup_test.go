@@ -79,7 +79,10 @@ func setup(t testing.TB, backend string, opts ...setupOption) *env {
 		rc.AddHook(metrics.RedisHook(cfg.metrics))
 	}
 	counter := &store.RoundTripCounter{}
-	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16, Counter: counter})
+	// Commits are pipelined on Redis and Cluster as engine-svc does there;
+	// the embedded store and miniredis take them one at a time.
+	pipelined := backend == "redis" || backend == "cluster"
+	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16, Counter: counter, PipelineCommits: pipelined})
 	clk := &clock{}
 	reg := registry.New(rc, prefix, clk.Now, time.Millisecond)
 	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: cfg.logger(), Metrics: cfg.metrics, RunnerDialOptions: cfg.runnerDial})

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,11 @@ type Options struct {
 	// again before CommitRun gives up with ErrOutcomeUnknown (default
 	// DefaultSettleTimeout).
 	SettleTimeout time.Duration
+	// PipelineCommits sends concurrent commits together, one pipeline of
+	// commit scripts per round trip (see commitPipe). For Redis; not for
+	// the embedded store, which fsyncs each command of a pipeline in turn
+	// where separate connections share one fsync.
+	PipelineCommits bool
 }
 
 // DefaultSettleTimeout is Options.SettleTimeout when it is 0.
@@ -97,6 +103,9 @@ type Redis struct {
 	waitFor    time.Duration
 	settleFor  time.Duration
 	settles    atomic.Int64 // commits that got no answer at first
+	// pipe batches concurrent commits (Options.PipelineCommits); nil sends
+	// each on its own.
+	pipe *commitPipe
 	// keepVersions is putWorkflowScript's ARGV[4] (0: keep all).
 	keepVersions int
 
@@ -124,6 +133,9 @@ func NewRedis(client redis.UniversalClient, opts Options) *Redis {
 		waitN:     opts.WaitReplicas,
 		waitFor:   opts.WaitTimeout,
 		settleFor: opts.SettleTimeout,
+	}
+	if opts.PipelineCommits {
+		r.pipe = &commitPipe{c: client}
 	}
 	if r.settleFor <= 0 {
 		r.settleFor = DefaultSettleTimeout
@@ -457,36 +469,36 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 		return fmt.Errorf("%w: commit id %q is not %d lowercase hex characters", ErrInvalid, commitID, commitIDLen)
 	}
 
-	runKey := r.RunKey(c.RunID)
-	keys := make([]string, 0, 4+len(c.Index))
-	keys = append(keys, runKey, runKey+":out", runKey+":ev")
-	var sets, dels []any
-	for step, out := range c.Outputs {
+	// The EVALSHA command is built whole, in one slice: its arguments are
+	// neither gathered in pieces nor copied again by the client.
+	nKeys := 3 + len(c.Index)
+	if c.IdemKey != "" {
+		nKeys++
+	}
+	nSets, nDels := 0, 0
+	for _, out := range c.Outputs {
 		if out == nil {
-			dels = append(dels, step)
+			nDels++
 		} else {
-			sets = append(sets, step, out)
+			nSets++
 		}
 	}
-	idx := make([]any, 0, 3*len(c.Index))
+	cmd := make([]any, 0, 3+nKeys+12+2*nSets+nDels+len(c.Evidence)+3*len(c.Index))
+	runKey := r.RunKey(c.RunID)
+	cmd = append(cmd, "evalsha", commitScript.Hash(), nKeys, runKey, runKey+":out", runKey+":ev")
 	for _, op := range c.Index {
 		if err := validName(op.Index); err != nil {
 			return err
 		}
-		keys = append(keys, r.IndexKey(bucket, op.Index))
-		if op.Remove {
-			idx = append(idx, "r", "0", op.Member)
-			continue
-		}
-		if op.Score != op.Score { // NaN: Redis would refuse it mid-script
+		if !op.Remove && op.Score != op.Score { // NaN: Redis would refuse it mid-script
 			return fmt.Errorf("%w: index %s score is NaN", ErrInvalid, op.Index)
 		}
-		idx = append(idx, "a", strconv.FormatFloat(op.Score, 'f', -1, 64), op.Member)
+		cmd = append(cmd, r.IndexKey(bucket, op.Index))
 	}
 	idemOn, ttlMS := "0", "0"
 	if c.IdemKey != "" {
 		idemOn = "1"
-		keys = append(keys, r.IdemKeyName(c.IdemKey))
+		cmd = append(cmd, r.IdemKeyName(c.IdemKey))
 		ttl := c.IdemTTL
 		if ttl == 0 {
 			ttl = r.idemTTL
@@ -495,35 +507,74 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 			ttlMS = strconv.FormatInt(max(ttl.Milliseconds(), 1), 10)
 		}
 	}
-
-	args := make([]any, 0, 12+len(sets)+len(dels)+len(c.Evidence)+len(idx))
-	args = append(args,
+	cmd = append(cmd,
 		strconv.FormatInt(c.ExpectVersion, 10),
 		strconv.FormatInt(c.NewVersion, 10),
 		c.Doc,
 		idemOn, c.IdemExpect, c.RunID, ttlMS,
-		len(sets)/2, len(dels), len(c.Evidence), len(c.Index),
+		nSets, nDels, len(c.Evidence), len(c.Index),
 		commitID,
 	)
-	args = append(args, sets...)
-	args = append(args, dels...)
-	for _, e := range c.Evidence {
-		args = append(args, e)
+	for step, out := range c.Outputs {
+		if out != nil {
+			cmd = append(cmd, step, out)
+		}
 	}
-	args = append(args, idx...)
+	for step, out := range c.Outputs {
+		if out == nil {
+			cmd = append(cmd, step)
+		}
+	}
+	for _, e := range c.Evidence {
+		cmd = append(cmd, e)
+	}
+	for _, op := range c.Index {
+		if op.Remove {
+			cmd = append(cmd, "r", "0", op.Member)
+		} else {
+			cmd = append(cmd, "a", strconv.FormatFloat(op.Score, 'f', -1, 64), op.Member)
+		}
+	}
 
 	if r.waitN > 0 {
 		return r.settle(ctx, c.RunID, func(ctx context.Context) error {
-			return r.commitWaiting(ctx, c.RunID, keys, args)
+			return r.commitWaiting(ctx, c.RunID, runKey, cmd)
 		})
 	}
 	return r.settle(ctx, c.RunID, func(ctx context.Context) error {
-		res, err := commitScript.Run(ctx, r.c, keys, args...).Slice()
+		var res []any
+		var err error
+		if r.pipe != nil {
+			res, err = r.pipe.run(ctx, cmd)
+		} else {
+			res, err = evalCommit(ctx, r.c, cmd)
+		}
 		if err != nil {
 			return sendError(c.RunID, err)
 		}
 		return commitResult(c.RunID, res)
 	})
+}
+
+// evalCommit sends a commit built as EVALSHA and, when the server has lost
+// the script (a restart, a SCRIPT FLUSH), again as EVAL with its body.
+func evalCommit(ctx context.Context, c redis.UniversalClient, evalsha []any) ([]any, error) {
+	res, err := c.Do(ctx, evalsha...).Slice()
+	if isNoScript(err) {
+		res, err = c.Do(ctx, asEval(evalsha)...).Slice()
+	}
+	return res, err
+}
+
+// asEval is an EVALSHA command as EVAL of the commit script.
+func asEval(evalsha []any) []any {
+	eval := slices.Clone(evalsha)
+	eval[0], eval[1] = "eval", commitSource
+	return eval
+}
+
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
 // uncertainError is a commit that was, or may have been, sent but got no
@@ -534,12 +585,14 @@ func (e *uncertainError) Error() string { return e.err.Error() }
 func (e *uncertainError) Unwrap() error { return e.err }
 
 // sendError sorts a failed send of the commit script: an error reply from
-// Redis is an answer (the script did not run, or ran and refused), anything
-// else leaves the outcome open.
+// Redis is an answer (the script did not run, or ran and refused), and so is
+// a commit withdrawn before it was sent; anything else leaves the outcome
+// open.
 func sendError(runID string, err error) error {
 	err = fmt.Errorf("store: commit run %s: %w", runID, err)
 	var reply redis.Error
-	if errors.As(err, &reply) {
+	var unsent *notSentError
+	if errors.As(err, &reply) || errors.As(err, &unsent) {
 		return err
 	}
 	return &uncertainError{err}
@@ -584,11 +637,11 @@ func (r *Redis) settle(ctx context.Context, runID string, send func(context.Cont
 // commitWaiting runs the commit script and WAIT in one pipeline: WAIT
 // counts the replicas that have the writes of its own connection, so both
 // must go over the same one, to the master of the run's slot.
-func (r *Redis) commitWaiting(ctx context.Context, runID string, keys []string, args []any) error {
+func (r *Redis) commitWaiting(ctx context.Context, runID, runKey string, evalsha []any) error {
 	var node *redis.Client
 	switch c := r.c.(type) {
 	case *redis.ClusterClient:
-		m, err := c.MasterForKey(ctx, keys[0])
+		m, err := c.MasterForKey(ctx, runKey)
 		if err != nil {
 			return sendError(runID, fmt.Errorf("master of its slot: %w", err))
 		}
@@ -600,11 +653,11 @@ func (r *Redis) commitWaiting(ctx context.Context, runID string, keys []string, 
 	}
 	for attempt := 0; ; attempt++ {
 		pipe := node.Pipeline()
-		script := commitScript.EvalSha(ctx, pipe, keys, args...)
+		script := pipe.Do(ctx, evalsha...)
 		wait := pipe.Do(ctx, "wait", r.waitN, r.waitFor.Milliseconds())
 		_, _ = pipe.Exec(ctx) // each command's own error is read below
 		if err := script.Err(); err != nil {
-			if attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			if attempt == 0 && isNoScript(err) {
 				if err := commitScript.Load(ctx, node).Err(); err != nil {
 					return sendError(runID, fmt.Errorf("load script: %w", err))
 				}

@@ -83,13 +83,20 @@ func newChecked(t *testing.T, b backend, opts store.Options) (*store.Redis, redi
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			storetest.Exercise(t, func(t *testing.T) store.Store {
-				s, _ := newChecked(t, b, store.Options{})
-				return s
+		// Pipelined commits (Options.PipelineCommits) keep every promise.
+		for _, piped := range []bool{false, true} {
+			name := b.name
+			if piped {
+				name += "/pipelined"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				storetest.Exercise(t, func(t *testing.T) store.Store {
+					s, _ := newChecked(t, b, store.Options{PipelineCommits: piped})
+					return s
+				})
 			})
-		})
+		}
 	}
 }
 

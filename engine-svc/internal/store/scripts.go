@@ -39,7 +39,11 @@ const commitIDLen = 32
 // CommitRun's settling) and the second answer tells whether the first
 // landed. The repeat still writes "cids" back to itself: that is a write,
 // so a WAIT on the repeat's connection covers the state the first one left.
-var commitScript = redis.NewScript(strings.ReplaceAll(`
+var commitScript = redis.NewScript(commitSource)
+
+// commitSource is commitScript's body: a commit sent to a server that lost
+// its script cache is sent again with it (see evalCommit).
+var commitSource = strings.ReplaceAll(`
 local cid = ARGV[12]
 local ids = redis.call('HGET', KEYS[1], 'cids')
 if ids then
@@ -98,7 +102,7 @@ if ARGV[4] == '1' then
   end
 end
 return {1}
-`, "COMMIT_RING", strconv.Itoa(commitRing)))
+`, "COMMIT_RING", strconv.Itoa(commitRing))
 
 // deleteScript removes a run's keys, its member in each run index and,
 // when ARGV[2] is "1", its idempotency key (the last KEYS entry) if that
