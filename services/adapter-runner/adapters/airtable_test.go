@@ -279,15 +279,7 @@ func TestAirtableBadParamsAreRefusedBeforeAnyRequest(t *testing.T) {
 			t.Parallel()
 			stub, at, _ := airtableSetup(t)
 			_, err := at.do(t, tt.method, tt.op, tt.params)
-			if d := sameErr(err, wantErr{code: errcode.AdapterValidationFailed, action: errcode.ActionProvideInput}); d != "" {
-				t.Fatal(d)
-			}
-			if !strings.Contains(err.Error(), tt.wantIn) {
-				t.Errorf("message %q does not say %q", err.Error(), tt.wantIn)
-			}
-			if n := len(stub.Requests()); n != 0 {
-				t.Errorf("%d requests sent, want none", n)
-			}
+			refusedUnsent(t, err, tt.wantIn, len(stub.Requests()))
 		})
 	}
 }

@@ -338,15 +338,7 @@ func TestNotionBadParamsAreRefusedBeforeAnyRequest(t *testing.T) {
 			t.Parallel()
 			stub, n, _ := notionSetup(t)
 			_, err := n.do(t, tt.method, tt.op, tt.params)
-			if d := sameErr(err, wantErr{code: errcode.AdapterValidationFailed, action: errcode.ActionProvideInput}); d != "" {
-				t.Fatal(d)
-			}
-			if !strings.Contains(err.Error(), tt.wantIn) {
-				t.Errorf("message %q does not say %q", err.Error(), tt.wantIn)
-			}
-			if n := len(stub.Requests()); n != 0 {
-				t.Errorf("%d requests sent, want none", n)
-			}
+			refusedUnsent(t, err, tt.wantIn, len(stub.Requests()))
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +169,20 @@ func TestTheStepsTimeLimitAbortsAirtableAndNotionCalls(t *testing.T) {
 		if d := sameErr(err, wantErr{code: errcode.StepAborted, action: errcode.ActionReportToUser}); d != "" {
 			t.Errorf("%s: %s", name, d)
 		}
+	}
+}
+
+// refusedUnsent checks a call refused for its params before any request:
+// ADAPTER_VALIDATION_FAILED, its message saying wantIn, sent requests none.
+func refusedUnsent(t *testing.T, err error, wantIn string, sent int) {
+	t.Helper()
+	if d := sameErr(err, wantErr{code: errcode.AdapterValidationFailed, action: errcode.ActionProvideInput}); d != "" {
+		t.Fatal(d)
+	}
+	if !strings.Contains(err.Error(), wantIn) {
+		t.Errorf("message %q does not say %q", err.Error(), wantIn)
+	}
+	if sent != 0 {
+		t.Errorf("%d requests sent, want none", sent)
 	}
 }
