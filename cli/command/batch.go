@@ -81,10 +81,7 @@ func (a *app) readBatch(ctx context.Context, open batchStream, onItem func(*real
 			}
 		case *realmv1.OperatorEvent_Summary:
 			s := e.Summary
-			if s.GetPages() <= 1 {
-				return s, nil // a one-page store stays quiet
-			}
-			fmt.Fprintf(a.env.Stderr, "Walked the store: %d run(s) read in %d page(s) of at most %d.\n", s.GetScanned(), s.GetPages(), s.GetLargestPage())
+			reportWalk(a.env.Stderr, int64(s.GetScanned()), int64(s.GetPages()), int64(s.GetLargestPage()))
 			return s, nil
 		}
 	}
@@ -92,3 +89,17 @@ func (a *app) readBatch(ctx context.Context, open batchStream, onItem func(*real
 
 // kb is a size in whole kilobytes, rounded up.
 func kb(n int64) int64 { return (n + 1023) / 1024 }
+
+// walkReportFrom is how many runs a walk reads before it says how long it
+// was: more than one page of the engine's default walk (200). The page
+// count alone would not do: on Redis a page is what one SCAN returned, so
+// two runs among many other keys can take two pages.
+const walkReportFrom = 200
+
+// reportWalk says how long a walk of the store was, when it was long.
+func reportWalk(w io.Writer, scanned, pages, largest int64) {
+	if scanned <= walkReportFrom || pages <= 1 {
+		return
+	}
+	fmt.Fprintf(w, "Walked the store: %d run(s) read in %d page(s) of at most %d.\n", scanned, pages, largest)
+}

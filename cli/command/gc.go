@@ -62,10 +62,7 @@ func (a *app) runGcCommand() *cobra.Command {
 				return err
 			}
 			out := a.env.Stdout
-			if resp.GetPages() > 1 {
-				// A long walk says how long it was; a one-page store stays quiet.
-				fmt.Fprintf(a.env.Stderr, "Walked the store: %d run(s) read, %d page(s) of at most %d.\n", resp.GetRunsScanned(), resp.GetPages(), resp.GetLargestPage())
-			}
+			reportWalk(a.env.Stderr, int64(resp.GetRunsScanned()), int64(resp.GetPages()), int64(resp.GetLargestPage()))
 			if sweep {
 				printSweep(out, resp, force)
 			}
