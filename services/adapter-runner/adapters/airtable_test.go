@@ -389,21 +389,6 @@ func TestAirtableEntriesAreCheckedWhenTheManifestIsLoaded(t *testing.T) {
 	}
 }
 
-func TestAirtableExampleRunsThroughTheRunner(t *testing.T) {
-	t.Parallel()
-	stub := apistub.NewAirtable(t)
-	ex := apistub.AirtableExample(stub)
-	at := buildEntry(t, ex)
-	s := serve(t, mapOf("airtable", at.adapter))
-	resp := callNamed(t, s, "airtable", ex.Method, ex.Operation, ex.Params)
-	if e := resp.GetError(); e != nil {
-		t.Fatalf("%s: %s", e.GetCode(), e.GetMessage())
-	}
-	if got, want := asJSON(t, resp.GetData().AsInterface().(map[string]any)["data"]), asJSON(t, ex.Output); got != want {
-		t.Errorf("data = %s, want %s", got, want)
-	}
-}
-
 func TestAirtablesErrorTypeIsInTheDetails(t *testing.T) {
 	t.Parallel()
 	_, at, _ := airtableSetup(t)

@@ -270,17 +270,7 @@ func TestCommerceAdaptersServeThroughTheRunner(t *testing.T) {
 	s := serve(t, built)
 	send := func(t *testing.T, c commerceCase) *realmv1.CallAdapterResponse {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-		defer cancel()
-		resp, err := s.client.CallAdapter(ctx, &realmv1.CallAdapterRequest{
-			Adapter: c.name, Method: c.ex.Method, Operation: c.ex.Operation,
-			Params: mustStruct(t, c.ex.Params), Config: mustStruct(t, map[string]any{"adapter": c.name, "trust": "engine_delivered"}),
-			RunId: "run-1", Step: "step",
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
+		return callNamed(t, s, c.name, c.ex.Method, c.ex.Operation, c.ex.Params)
 	}
 	// Sequential: the second call switches the stub to fail.
 	for _, c := range cases {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/realm-go/realm/pkg/errcode"
-	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/runner"
 	"github.com/realm-go/realm/services/adapter-runner/apistub"
 )
@@ -280,25 +279,5 @@ func TestGitHubConstructionRefusesWhatItDoesNotActOn(t *testing.T) {
 				t.Errorf("error = %v, want it to contain %q", err, tt.want)
 			}
 		})
-	}
-}
-
-func TestGitHubIsServedByTheRunnerFromTheManifest(t *testing.T) {
-	t.Parallel()
-	stub, a, _ := githubAdapter(t)
-	s := serve(t, map[string]runner.Adapter{"gh": a})
-	ex := apistub.GitHubExample(stub)
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	resp, err := s.client.CallAdapter(ctx, &realmv1.CallAdapterRequest{Adapter: "gh", Method: ex.Method, Operation: ex.Operation,
-		Params: mustStruct(t, ex.Params), Config: mustStruct(t, map[string]any{"adapter": "gh", "service": "github"}), RunId: "run-1", Step: "fetch_pr"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.GetError() != nil {
-		t.Fatalf("error: %v", resp.GetError())
-	}
-	if got, want := mustJSON(t, resp.GetData().AsInterface().(map[string]any)["data"]), mustJSON(t, ex.Output); got != want {
-		t.Errorf("data = %s\nwant %s", got, want)
 	}
 }

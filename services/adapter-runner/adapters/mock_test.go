@@ -139,16 +139,3 @@ func TestAMockWithoutConfigAnswersNothing(t *testing.T) {
 		t.Error(d)
 	}
 }
-
-func TestMockExampleRunsThroughTheRunner(t *testing.T) {
-	t.Parallel()
-	ex := apistub.MockExample()
-	s := serve(t, mapOf("mock", buildEntry(t, ex).adapter))
-	resp := callNamed(t, s, "mock", ex.Method, ex.Operation, ex.Params)
-	if e := resp.GetError(); e != nil {
-		t.Fatalf("%s: %s", e.GetCode(), e.GetMessage())
-	}
-	if got, want := asJSON(t, resp.GetData().AsInterface().(map[string]any)["data"]), asJSON(t, ex.Output); got != want {
-		t.Errorf("data = %s, want %s", got, want)
-	}
-}

@@ -362,20 +362,6 @@ func TestNotionEntriesAreCheckedWhenTheManifestIsLoaded(t *testing.T) {
 	}
 }
 
-func TestNotionExampleRunsThroughTheRunner(t *testing.T) {
-	t.Parallel()
-	stub := apistub.NewNotion(t)
-	ex := apistub.NotionExample(stub)
-	s := serve(t, mapOf("notion", buildEntry(t, ex).adapter))
-	resp := callNamed(t, s, "notion", ex.Method, ex.Operation, ex.Params)
-	if e := resp.GetError(); e != nil {
-		t.Fatalf("%s: %s", e.GetCode(), e.GetMessage())
-	}
-	if got, want := asJSON(t, resp.GetData().AsInterface().(map[string]any)["data"]), asJSON(t, ex.Output); got != want {
-		t.Errorf("data = %s, want %s", got, want)
-	}
-}
-
 func TestNotionListsPageWithTheCursorNotionGives(t *testing.T) {
 	t.Parallel()
 	stub, n, w := notionSetup(t)

@@ -122,10 +122,6 @@ func bodyOf(t *testing.T, r apistub.Request) any {
 	return v
 }
 
-func mapOf(name string, a runner.Adapter) map[string]runner.Adapter {
-	return map[string]runner.Adapter{name: a}
-}
-
 // callNamed sends one CallAdapter for the adapter registered as name, as
 // the engine does.
 func callNamed(t *testing.T, s *served, name, method, op string, params map[string]any) *realmv1.CallAdapterResponse {

@@ -18,6 +18,7 @@ import (
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/runner"
 	"github.com/realm-go/realm/services/adapter-runner/adapters"
+	"github.com/realm-go/realm/services/adapter-runner/apistub"
 	"github.com/realm-go/realm/services/adapter-runner/ratelimit"
 )
 
@@ -175,4 +176,37 @@ func call(t *testing.T, s *served, method, op string, params, config map[string]
 		t.Fatalf("CallAdapter: %v", err)
 	}
 	return resp
+}
+
+// TestEveryExampleIsServedThroughTheRunner: each catalog adapter, built
+// from its manifest entry on its service's stub, answers its example
+// through the runner's gRPC service as the engine calls it.
+func TestEveryExampleIsServedThroughTheRunner(t *testing.T) {
+	t.Parallel()
+	examples := []apistub.Example{
+		apistub.GitHubExample(apistub.NewGitHub(t)),
+		apistub.SlackExample(apistub.NewSlack(t)),
+		apistub.AirtableExample(apistub.NewAirtable(t)),
+		apistub.NotionExample(apistub.NewNotion(t)),
+		apistub.GorgiasExample(apistub.NewGorgias(t)),
+		apistub.ShopifyExample(apistub.NewShopify(t)),
+		apistub.ParcelPanelExample(apistub.NewParcelPanel(t)),
+		apistub.MockExample(),
+	}
+	built := map[string]runner.Adapter{}
+	for _, ex := range examples {
+		built[ex.Adapter], _ = mustBuild(t, ex)
+	}
+	s := serve(t, built)
+	for _, ex := range examples {
+		t.Run(ex.Adapter, func(t *testing.T) {
+			resp := callNamed(t, s, ex.Adapter, ex.Method, ex.Operation, ex.Params)
+			if e := resp.GetError(); e != nil {
+				t.Fatalf("%s: %s", e.GetCode(), e.GetMessage())
+			}
+			if got, want := asJSON(t, resp.GetData().AsInterface().(map[string]any)["data"]), asJSON(t, ex.Output); got != want {
+				t.Errorf("data = %s\nwant %s", got, want)
+			}
+		})
+	}
 }

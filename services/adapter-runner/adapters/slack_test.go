@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/realm-go/realm/pkg/errcode"
-	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/runner"
 	"github.com/realm-go/realm/services/adapter-runner/apistub"
 )
@@ -214,27 +213,6 @@ func TestSlackConstructionRefusesWhatItDoesNotActOn(t *testing.T) {
 				t.Errorf("error = %v, want it to contain %q", err, tt.want)
 			}
 		})
-	}
-}
-
-func TestSlackIsServedByTheRunnerFromTheManifest(t *testing.T) {
-	t.Parallel()
-	stub := apistub.NewSlack(t)
-	ex := apistub.SlackExample(stub)
-	a, _ := buildFrom(t, ex.Adapter, ex.Config, ex.Env)
-	s := serve(t, map[string]runner.Adapter{"chat": a})
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	resp, err := s.client.CallAdapter(ctx, &realmv1.CallAdapterRequest{Adapter: "chat", Method: ex.Method, Operation: ex.Operation,
-		Params: mustStruct(t, ex.Params), Config: mustStruct(t, map[string]any{"adapter": "chat", "service": "slack"}), RunId: "run-1", Step: "reply"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.GetError() != nil {
-		t.Fatalf("error: %v", resp.GetError())
-	}
-	if got, want := mustJSON(t, resp.GetData().AsInterface().(map[string]any)["data"]), mustJSON(t, ex.Output); got != want {
-		t.Errorf("data = %s, want %s", got, want)
 	}
 }
 
