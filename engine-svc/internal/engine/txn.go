@@ -28,7 +28,10 @@ type txn struct {
 // it), its definition, outputs, trace buffers and the live runners, all as
 // of one moment. Deciding reads nothing else.
 type snap struct {
-	base   *store.Snapshot
+	base *store.Snapshot
+	// prior is the run as base holds it (shared with the cache: never
+	// changed); nil for a run this transaction creates.
+	prior  *record.Run
 	run    *record.Run
 	def    *compiled
 	defErr error

@@ -209,7 +209,7 @@ func decode(snap *store.Snapshot) (*decoded, error) {
 // the outputs map copied, so the cached copy is never changed; recorded
 // outputs themselves are never changed in place.
 func (e *Engine) begin(ctx context.Context, d *decoded) (*txn, error) {
-	t := &txn{e: e, snap: snap{run: d.run.Clone(), outputs: maps.Clone(d.outputs), traces: maps.Clone(d.traces), now: e.now(), base: d.snap, wasTerminal: d.run.Terminal(), attempts: d.attempts}}
+	t := &txn{e: e, snap: snap{prior: d.run, run: d.run.Clone(), outputs: maps.Clone(d.outputs), traces: maps.Clone(d.traces), now: e.now(), base: d.snap, wasTerminal: d.run.Terminal(), attempts: d.attempts}}
 	def, err := e.runDefinition(ctx, d)
 	if err != nil {
 		var missing *errWorkflowMissing
@@ -271,7 +271,7 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 		t.stampLedger() // a run sealed by this write owes its finalizers
 	}
 	r.RunPhase = r.Phase()
-	t.index = append(t.index, t.timerIndexes()...)
+	t.index = append(t.index, t.timerIndexChanges()...)
 	doc, err := json.Marshal(r)
 	if err != nil {
 		return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode run: "+err.Error())
@@ -349,6 +349,31 @@ func (t *txn) entry(step, status string) *record.Entry {
 // indexOp adds a run to a bucket index, scored by a time.
 func indexOp(index, member string, at time.Time) store.IndexOp {
 	return store.IndexOp{Index: index, Member: member, Score: float64(at.UnixMilli())}
+}
+
+// timerIndexChanges are the timer index ops this write must make: those
+// of timerIndexes that the write that stored the prior record did not
+// already make. Every write sets the timer indexes in the same script as
+// the record, so they hold what the prior record derives; an op that
+// derives the same from both (most often a removal from an index the run
+// was never in) would cost the commit script a call that changes
+// nothing. A created run and a maintenance rewrite (gc --heal repairs
+// indexes) send every op.
+func (t *txn) timerIndexChanges() []store.IndexOp {
+	want := t.timerIndexes()
+	if t.prior == nil || t.create || t.maint {
+		return want
+	}
+	// The activity score the prior write set was its own updated_at.
+	had := (&txn{snap: snap{run: t.prior, now: record.ParseTime(t.prior.UpdatedAt)}}).timerIndexes()
+	out := want[:0]
+	for i, op := range want {
+		if h := had[i]; op.Remove == h.Remove && (op.Remove || op.Score == h.Score) {
+			continue
+		}
+		out = append(out, op)
+	}
+	return out
 }
 
 // timerIndexes are the bucket indexes that find runs needing attention

@@ -485,7 +485,7 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 	}
 	cmd := make([]any, 0, 3+nKeys+12+2*nSets+nDels+len(c.Evidence)+3*len(c.Index))
 	runKey := r.RunKey(c.RunID)
-	cmd = append(cmd, "evalsha", commitScript.Hash(), nKeys, runKey, runKey+":out", runKey+":ev")
+	cmd = append(cmd, "evalsha", commitHash, nKeys, runKey, runKey+":out", runKey+":ev")
 	for _, op := range c.Index {
 		if err := validName(op.Index); err != nil {
 			return err
@@ -507,11 +507,15 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 			ttlMS = strconv.FormatInt(max(ttl.Milliseconds(), 1), 10)
 		}
 	}
+	// The run id is boxed once: it is an argument and the member of
+	// nearly every index op. Versions go as integers, which the client
+	// writes in decimal without a string of their own.
+	id := any(c.RunID)
 	cmd = append(cmd,
-		strconv.FormatInt(c.ExpectVersion, 10),
-		strconv.FormatInt(c.NewVersion, 10),
+		c.ExpectVersion,
+		c.NewVersion,
 		c.Doc,
-		idemOn, c.IdemExpect, c.RunID, ttlMS,
+		idemOn, c.IdemExpect, id, ttlMS,
 		nSets, nDels, len(c.Evidence), len(c.Index),
 		commitID,
 	)
@@ -529,10 +533,14 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 		cmd = append(cmd, e)
 	}
 	for _, op := range c.Index {
+		member := id
+		if op.Member != c.RunID {
+			member = op.Member
+		}
 		if op.Remove {
-			cmd = append(cmd, "r", "0", op.Member)
+			cmd = append(cmd, "r", "0", member)
 		} else {
-			cmd = append(cmd, "a", strconv.FormatFloat(op.Score, 'f', -1, 64), op.Member)
+			cmd = append(cmd, "a", strconv.FormatFloat(op.Score, 'f', -1, 64), member)
 		}
 	}
 
@@ -555,6 +563,9 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 		return commitResult(c.RunID, res)
 	})
 }
+
+// commitHash is the commit script's SHA1, boxed once for every EVALSHA.
+var commitHash any = commitScript.Hash()
 
 // evalCommit sends a commit built as EVALSHA and, when the server has lost
 // the script (a restart, a SCRIPT FLUSH), again as EVAL with its body.

@@ -45,16 +45,19 @@ var commitScript = redis.NewScript(commitSource)
 // its script cache is sent again with it (see evalCommit).
 var commitSource = strings.ReplaceAll(`
 local cid = ARGV[12]
-local ids = redis.call('HGET', KEYS[1], 'cids')
+local got = redis.call('HMGET', KEYS[1], 'cids', 'v')
+local ids, cur = got[1], got[2]
 if ids then
-  for k = 0, #ids - 1, #cid do
-    if string.sub(ids, k + 1, k + #cid) == cid then
+  -- A plain find, kept only where it starts on an id's boundary.
+  local at = string.find(ids, cid, 1, true)
+  while at do
+    if (at - 1) % #cid == 0 then
       redis.call('HSET', KEYS[1], 'cids', ids)
       return {1}
     end
+    at = string.find(ids, cid, at + 1, true)
   end
 end
-local cur = redis.call('HGET', KEYS[1], 'v')
 if ARGV[1] == '-1' then
   if cur then return {0, cur} end
 elseif cur ~= ARGV[1] then
@@ -70,8 +73,15 @@ end
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 'doc', ARGV[3],
   'cids', cid .. string.sub(ids or '', 1, #cid * (COMMIT_RING - 1)))
 local i = 13
--- batch sends n*width arguments from ARGV[i] in chunks small enough for unpack.
+-- batch sends count arguments from ARGV[i] in one call, or in chunks
+-- small enough for unpack.
 local function batch(cmd, key, count)
+  if count == 0 then return end
+  if count <= 512 then
+    redis.call(cmd, key, unpack(ARGV, i, i + count - 1))
+    i = i + count
+    return
+  end
   local args = {}
   for _ = 1, count do
     args[#args + 1] = ARGV[i]
