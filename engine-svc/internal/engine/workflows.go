@@ -301,21 +301,20 @@ func (e *Engine) ListRuns(ctx context.Context, req *realmv1.ListRunsRequest) (*r
 		if err != nil {
 			return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to list runs: "+err.Error())
 		}
-		for _, id := range page.RunIDs {
-			t, err := e.read(ctx, id)
-			if err != nil {
-				continue // purged between the index read and this one
-			}
+		err = e.readEach(ctx, page.RunIDs, func(t *txn) {
 			if req.GetWorkflowId() != "" && t.run.WorkflowID != req.GetWorkflowId() {
-				continue
+				return
 			}
 			if req.GetPhase() != realmv1.RunPhase_RUN_PHASE_UNSPECIFIED && phaseEnum(t.run.Phase()) != req.GetPhase() {
-				continue
+				return
 			}
 			if req.GetOpenGates() && (t.run.PendingGate == nil || t.run.Terminal()) {
-				continue // answered between the index read and this one
+				return // answered between the index read and this one
 			}
 			resp.Runs = append(resp.Runs, t.summary())
+		})
+		if err != nil {
+			return nil, err
 		}
 		cursor = page.Next
 		if cursor == "" {
@@ -381,13 +380,9 @@ func (e *Engine) listStuck(ctx context.Context, req *realmv1.ListRunsRequest) (*
 		}
 	}
 	resp := &realmv1.ListRunsResponse{ThresholdSeconds: int64(threshold / time.Second)}
-	for _, id := range ids {
-		t, err := e.read(ctx, id)
-		if err != nil {
-			continue
-		}
+	err := e.readEach(ctx, ids, func(t *txn) {
 		if req.GetWorkflowId() != "" && t.run.WorkflowID != req.GetWorkflowId() {
-			continue
+			return
 		}
 		in := health.Input{Run: t.run, Now: now, DefErr: t.defErr, IdleThreshold: &threshold}
 		if t.def != nil {
@@ -395,13 +390,16 @@ func (e *Engine) listStuck(ctx context.Context, req *realmv1.ListRunsRequest) (*
 		}
 		labels := health.Stuck(in)
 		if len(labels) == 0 {
-			continue
+			return
 		}
 		s := t.summary()
 		if suffix := strings.TrimLeft(health.StuckSuffix(labels), " "); suffix != "" {
 			s.Labels = []string{suffix}
 		}
 		resp.Runs = append(resp.Runs, s)
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(resp.Runs, func(i, j int) bool {
 		return resp.Runs[i].GetUpdatedAt().AsTime().After(resp.Runs[j].GetUpdatedAt().AsTime())

@@ -138,6 +138,53 @@ func (e *Engine) read(ctx context.Context, runID string) (*txn, error) {
 	return e.begin(ctx, snap)
 }
 
+// readBatch is how many runs readEach loads in one round trip.
+const readBatch = 500
+
+// readEach reads many runs to look at, not to change (run list's page,
+// --stuck's candidates): their documents readBatch at a time in one round
+// trip each, and fn gets each one that can be read, in order, as a
+// transaction that must not be written. One gone or unreadable is
+// skipped, as a listing skips it read alone; one carrying its own
+// definition (kept with its outputs) is read whole.
+func (e *Engine) readEach(ctx context.Context, ids []string, fn func(*txn)) error {
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), readBatch)]
+		ids = ids[len(batch):]
+		docs, err := e.st.LoadDocs(ctx, batch)
+		if err != nil {
+			return errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load runs from store: "+err.Error())
+		}
+		for i, doc := range docs {
+			if doc == nil {
+				continue
+			}
+			var r record.Run
+			if json.Unmarshal(doc.Doc, &r) != nil {
+				continue
+			}
+			if r.DefinitionSource == record.DefinitionCarried {
+				if t, err := e.read(ctx, batch[i]); err == nil {
+					fn(t)
+				}
+				continue
+			}
+			r.Version = doc.Version
+			r.Normalize()
+			t := &txn{e: e, snap: snap{prior: &r, run: &r, now: e.now(), base: &store.Snapshot{Version: doc.Version, Doc: doc.Doc}, wasTerminal: r.Terminal()}}
+			if t.def, err = e.definition(ctx, r.WorkflowID); err != nil {
+				var missing *errWorkflowMissing
+				if !errors.As(err, &missing) {
+					continue
+				}
+				t.def, t.defErr = nil, err
+			}
+			fn(t)
+		}
+	}
+	return nil
+}
+
 // snapshot returns the run, from the cache unless fresh, and whether it
 // came from the cache.
 func (e *Engine) snapshot(ctx context.Context, runID string, fresh bool) (*decoded, bool, error) {

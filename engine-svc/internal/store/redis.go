@@ -435,6 +435,50 @@ func (r *Redis) loadOnce(ctx context.Context, runID string, atomic bool) (*Snaps
 	return snap, nil
 }
 
+// RunDoc is a run's version and document, without its outputs and
+// evidence: what a listing reads.
+type RunDoc struct {
+	Version int64
+	Doc     []byte
+}
+
+// LoadDocs reads many runs' documents in one pipelined round trip (a page
+// of `run list`): docs[i] is ids[i]'s, nil where the run is absent.
+func (r *Redis) LoadDocs(ctx context.Context, ids []string) ([]*RunDoc, error) {
+	for _, id := range ids {
+		if err := validRunID(id); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.ensureMeta(ctx); err != nil {
+		return nil, err
+	}
+	reads := make([]*redis.SliceCmd, len(ids))
+	if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			reads[i] = p.HMGet(ctx, r.RunKey(id), "v", "doc")
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("store: load %d runs: %w", len(ids), err)
+	}
+	docs := make([]*RunDoc, len(ids))
+	for i, id := range ids {
+		vals := reads[i].Val()
+		if len(vals) != 2 || vals[0] == nil {
+			continue
+		}
+		vs, _ := vals[0].(string)
+		v, err := strconv.ParseInt(vs, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("store: run %s has version %q, not a number", id, vs)
+		}
+		doc, _ := vals[1].(string)
+		docs[i] = &RunDoc{Version: v, Doc: []byte(doc)}
+	}
+	return docs, nil
+}
+
 // CommitRun applies c in one script (one round trip once the script is
 // cached), or returns *ConflictError.
 func (r *Redis) CommitRun(ctx context.Context, c *Change) error {

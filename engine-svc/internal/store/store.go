@@ -183,6 +183,9 @@ type ListFilter struct {
 type Store interface {
 	// LoadRun reads a run in one round trip. ErrNotFound if absent.
 	LoadRun(ctx context.Context, runID string) (*Snapshot, error)
+	// LoadDocs reads many runs' documents in one round trip; nil for an
+	// absent one.
+	LoadDocs(ctx context.Context, ids []string) ([]*RunDoc, error)
 	// CommitRun applies a change atomically, or returns *ConflictError.
 	CommitRun(ctx context.Context, c *Change) error
 	// Evidence returns entries [start, stop] of a run's evidence (stop -1 = all).

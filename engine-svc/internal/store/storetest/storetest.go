@@ -27,6 +27,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}{
 		{"CreateThenLoadReturnsEverythingWritten", testCreateThenLoad},
 		{"LoadOfMissingRunIsNotFound", testLoadMissing},
+		{"LoadDocsReadsEachDocumentNilWhereAbsent", testLoadDocs},
 		{"CreateOfExistingRunIsRefused", testCreateExisting},
 		{"CommitAtStoredVersionWinsAndStaleIsRefused", testCAS},
 		{"CommitOnMissingRunReportsMinusOne", testCommitMissing},
@@ -103,6 +104,52 @@ func testCreateThenLoad(t *testing.T, s store.Store) {
 	}
 	if got := string(snap.Outputs["fetch"]); got != `{"n":1}` || len(snap.Outputs) != 1 {
 		t.Fatalf("outputs = %v, want fetch only", snap.Outputs)
+	}
+}
+
+func testLoadDocs(t *testing.T, s store.Store) {
+	// Runs in different buckets, one with outputs and evidence, one never
+	// created, one written twice.
+	ids := make([]string, 40)
+	for i := range ids {
+		ids[i] = s.NewRunID("")
+		if i == 7 {
+			continue
+		}
+		create(t, s, ids[i], func(c *store.Change) {
+			if i == 3 {
+				c.Outputs = map[string][]byte{"fetch": []byte(`{"n":3}`)}
+				c.Evidence = [][]byte{[]byte(`{"kind":"created"}`)}
+			}
+		})
+	}
+	if err := s.CommitRun(ctx, &store.Change{RunID: ids[5], ExpectVersion: 0, NewVersion: 1, Doc: []byte(`{"v":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	docs, err := s.LoadDocs(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) != len(ids) {
+		t.Fatalf("%d documents for %d ids", len(docs), len(ids))
+	}
+	for i, id := range ids {
+		if i == 7 {
+			if docs[i] != nil {
+				t.Errorf("the absent run read as %+v", docs[i])
+			}
+			continue
+		}
+		want, got := load(t, s, id), docs[i]
+		if got == nil || got.Version != want.Version || !bytes.Equal(got.Doc, want.Doc) {
+			t.Errorf("run %d: LoadDocs %+v, LoadRun v%d %s", i, got, want.Version, want.Doc)
+		}
+	}
+	if docs[5].Version != 1 || string(docs[5].Doc) != `{"v":1}` {
+		t.Errorf("the rewritten run read as %+v", docs[5])
+	}
+	if _, err := s.LoadDocs(ctx, []string{ids[0], "a:b"}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a malformed id: %v, want ErrInvalid", err)
 	}
 }
 
