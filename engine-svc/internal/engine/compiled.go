@@ -36,8 +36,18 @@ type compiled struct {
 	// answerValue is each step's call_with answer placeholders, built once
 	// (replies share it, as they share schemaValue: never changed in place).
 	answerValue map[string]*structpb.Value
+	// words is what each step's execute_step entry says that does not
+	// depend on the run, built once.
+	words map[string]*stepWords
 	// usesRunners is whether a step needs a runner's handler or adapter.
 	usesRunners bool
+}
+
+// stepWords are the parts of a step's execute_step entry (stepAction)
+// that only the definition decides.
+type stepWords struct {
+	command                    *structpb.Value
+	humanReadable, orientation string
 }
 
 func compile(rec *store.WorkflowRecord) (*compiled, error) {
@@ -62,6 +72,7 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 		parents:     map[string][]string{},
 		schemaValue: map[string]*structpb.Value{},
 		answerValue: map[string]*structpb.Value{},
+		words:       map[string]*stepWords{},
 	}
 	var err error
 	if d.ParamsSchema != nil {
@@ -101,6 +112,11 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 		}
 		if v, err := structpb.NewValue(normalizeJSON(answerOf(s))); err == nil {
 			c.answerValue[name] = v
+		}
+		c.words[name] = &stepWords{
+			command:       structpb.NewStringValue(name),
+			humanReadable: fmt.Sprintf("Execute step '%s': %s", name, s.Description),
+			orientation:   fmt.Sprintf("Run is active. Next step ready: '%s'.", name),
 		}
 		for _, dep := range s.DependsOn {
 			c.parents[dep] = append(c.parents[dep], name)

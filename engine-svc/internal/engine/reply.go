@@ -189,10 +189,17 @@ func (t *txn) nextActions(v view) []*realmv1.NextAction {
 
 // stepAction is the execute_step entry for an agent step.
 func (t *txn) stepAction(s *workflow.Step) *realmv1.NextAction {
+	w := t.def.words[s.Name]
+	if w == nil { // a step the compiled definition does not name
+		w = &stepWords{
+			humanReadable: fmt.Sprintf("Execute step '%s': %s", s.Name, s.Description),
+			orientation:   fmt.Sprintf("Run is active. Next step ready: '%s'.", s.Name),
+		}
+	}
 	a := &realmv1.NextAction{
-		Instruction:   t.executeInstruction(s),
-		HumanReadable: fmt.Sprintf("Execute step '%s': %s", s.Name, s.Description),
-		Orientation:   fmt.Sprintf("Run is active. Next step ready: '%s'.", s.Name),
+		Instruction:   t.executeInstruction(s, w.command),
+		HumanReadable: w.humanReadable,
+		Orientation:   w.orientation,
 	}
 	a.InputSchema = t.def.schemaValue[s.Name]
 	if s.Prompt != "" {
@@ -204,26 +211,28 @@ func (t *txn) stepAction(s *workflow.Step) *realmv1.NextAction {
 
 // executeInstruction is execute_step's params and call_with for a step.
 // The structs are built field by field around the definition's cached
-// placeholders (the reply's hottest part); a value structpb would refuse
-// (invalid UTF-8) takes the generic path, which answers as it always did.
-func (t *txn) executeInstruction(s *workflow.Step) *realmv1.Instruction {
+// values (the reply's hottest part; replies share them, never changing
+// them in place); a value structpb would refuse (invalid UTF-8) takes the
+// generic path, which answers as it always did.
+func (t *txn) executeInstruction(s *workflow.Step, command *structpb.Value) *realmv1.Instruction {
 	answer, ok := t.def.answerValue[s.Name]
-	if !ok || !utf8.ValidString(t.run.ID) || !utf8.ValidString(s.Name) {
+	if !ok || command == nil || !utf8.ValidString(t.run.ID) || !utf8.ValidString(s.Name) {
 		return &realmv1.Instruction{
 			Tool:     "execute_step",
 			Params:   mustStruct(map[string]any{"run_id": t.run.ID, "command": s.Name}),
 			CallWith: mustStruct(map[string]any{"run_id": t.run.ID, "command": s.Name, "params": answerOf(s)}),
 		}
 	}
+	id := structpb.NewStringValue(t.run.ID)
 	return &realmv1.Instruction{
 		Tool: "execute_step",
 		Params: &structpb.Struct{Fields: map[string]*structpb.Value{
-			"run_id":  structpb.NewStringValue(t.run.ID),
-			"command": structpb.NewStringValue(s.Name),
+			"run_id":  id,
+			"command": command,
 		}},
 		CallWith: &structpb.Struct{Fields: map[string]*structpb.Value{
-			"run_id":  structpb.NewStringValue(t.run.ID),
-			"command": structpb.NewStringValue(s.Name),
+			"run_id":  id,
+			"command": command,
 			"params":  answer,
 		}},
 	}
