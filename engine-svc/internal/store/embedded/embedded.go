@@ -10,7 +10,9 @@
 // before the reply is sent: an acknowledged write survives kill -9 and
 // power loss. Concurrent writers share one fsync (group commit). Scripts
 // called by EVALSHA are journaled as EVAL with their body, so a replay
-// needs no script cache.
+// needs no script cache; the store's commit script, the one every run
+// change goes through, is not run in Lua at all: it is done in Go
+// (store.CommitScript) and journaled as the MULTI…EXEC of its writes.
 //
 // Open loads the base, replays the journals after it, then writes a new
 // base and starts a fresh journal. A torn last record (a crash mid-append,
@@ -57,6 +59,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
+
+	"github.com/realm-go/realm/engine-svc/internal/store"
 )
 
 // SnapshotFile is the base file's name inside the data directory.
@@ -283,6 +287,10 @@ func (s *Server) hook(p *server.Peer, cmd string, args ...string) bool {
 		return false
 	}
 	full := append([]string{cmd}, args...)
+	if (cmd == "EVALSHA" || cmd == "EVAL") && len(args) > 0 && store.IsCommitScript(cmd, args[0]) && !s.inTransaction(p) {
+		s.commitNative(p, args[1:])
+		return true
+	}
 	if cmd != "EXEC" {
 		s.jmu.Lock()
 		st := s.inTx[p]
@@ -309,6 +317,103 @@ func (s *Server) hook(p *server.Peer, cmd string, args ...string) bool {
 	}
 	p.WriteRaw(reply)
 	return true
+}
+
+// inTransaction reports whether p has a MULTI open (its commands are
+// queued, to run at EXEC).
+func (s *Server) inTransaction(p *server.Peer) bool {
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
+	st := s.inTx[p]
+	return st != nil && st.active
+}
+
+// commitNative runs the store's commit script without Lua: gopher-lua
+// builds a fresh interpreter for every script call, which cost the
+// embedded store most of a commit's time. Under jmu no other write can
+// come between its reads and its writes, the writes run as one MULTI/EXEC
+// (readers see all of them or none) and are journaled as that
+// transaction, so a replay needs neither the script nor Lua.
+func (s *Server) commitNative(p *server.Peer, args []string) {
+	c, err := store.ParseCommitScript(args)
+	if err != nil {
+		p.WriteError(err.Error())
+		return
+	}
+	if f := s.failed.Load(); f != nil {
+		p.WriteError(refusal(*f))
+		return
+	}
+	reply, seq, err := s.runCommit(c)
+	if err != nil {
+		p.WriteError(err.Error())
+		return
+	}
+	if seq > 0 {
+		if err := s.waitSynced(seq); err != nil {
+			p.WriteError(refusal(err))
+			return
+		}
+	}
+	p.WriteLen(len(reply))
+	for _, v := range reply {
+		switch v := v.(type) {
+		case int64:
+			p.WriteInt(int(v))
+		case string:
+			p.WriteBulk(v)
+		}
+	}
+}
+
+// runCommit reads what the commit script reads, decides, and applies and
+// journals its writes, all under jmu. seq is 0 when nothing was written.
+func (s *Server) runCommit(c *store.CommitScript) (reply []any, seq int64, err error) {
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
+	if f := s.failed.Load(); f != nil {
+		return nil, 0, errors.New(refusal(*f))
+	}
+	var r store.CommitReads
+	r.IDs = s.m.HGet(c.RunKey(), "cids")
+	r.Version = s.m.HGet(c.RunKey(), "v")
+	r.HasIDs, r.HasV = r.IDs != "", r.Version != ""
+	if c.IdemOn() {
+		switch h, err := s.m.Get(c.IdemKey()); {
+		case err == nil:
+			r.Holder, r.HasHolder = h, true
+		case !errors.Is(err, miniredis.ErrKeyNotFound):
+			return nil, 0, fmt.Errorf("ERR commit script: read %s: %v", c.IdemKey(), err)
+		}
+	}
+	reply, writes := c.Decide(r)
+	if len(writes) == 0 {
+		return reply, 0, nil
+	}
+	cmds := make([][]string, 0, len(writes)+2)
+	cmds = append(cmds, []string{"MULTI"})
+	cmds = append(cmds, writes...)
+	cmds = append(cmds, []string{"EXEC"})
+	s.replyBuf.Reset()
+	w := bufio.NewWriter(&s.replyBuf)
+	tmp := server.NewPeer(w)
+	s.current.Store(tmp)
+	for _, cmd := range cmds {
+		s.srv.Dispatch(tmp, cmd)
+	}
+	s.current.Store(nil)
+	_ = w.Flush()
+
+	s.recBuf = encodeRecord(s.recBuf[:0], cmds)
+	n, werr := s.journal.Write(s.recBuf)
+	s.size += int64(n)
+	if werr != nil {
+		err := fmt.Errorf("append to %s: %w", s.journal.Name(), werr)
+		s.fail(err)
+		return nil, 0, errors.New(refusal(err))
+	}
+	s.written++
+	return reply, s.written, nil
 }
 
 // run executes one write (or EXEC) and appends its record, under jmu.
