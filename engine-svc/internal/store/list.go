@@ -63,42 +63,87 @@ func (r *Redis) ListRuns(ctx context.Context, f ListFilter) (*RunPage, error) {
 	if err := validName(index); err != nil {
 		return nil, err
 	}
+	// A page needs fetch entries in all; each bucket's share is about
+	// fetch/buckets. So each bucket is asked for a few more than its share,
+	// and asked again, for four times as many, only while the last entry it
+	// gave could still be in the page (it gave all it was asked for and that
+	// entry sorts among the first fetch): with 256 buckets a page of 100
+	// reads a few hundred entries, not 256 × 101.
 	fetch := int64(limit + 1)
-	older := make([]*redis.ZSliceCmd, r.buckets)
-	ties := make([]*redis.ZSliceCmd, r.buckets)
-	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for b := 0; b < r.buckets; b++ {
-			key := r.IndexKey(b, index)
-			if after == nil {
-				older[b] = p.ZRevRangeWithScores(ctx, key, 0, fetch-1)
+	asked := make([]int64, r.buckets)
+	got := make([][]indexEntry, r.buckets)
+	first := min(fetch, 2*fetch/int64(r.buckets)+2)
+	for b := range asked {
+		asked[b] = first
+	}
+	var tied []indexEntry
+	pending := make([]int, r.buckets)
+	for b := range pending {
+		pending[b] = b
+	}
+	s := ""
+	if after != nil {
+		s = strconv.FormatFloat(after.score, 'f', -1, 64)
+	}
+	for round := 0; len(pending) > 0; round++ {
+		older := make([]*redis.ZSliceCmd, len(pending))
+		var ties []*redis.ZSliceCmd
+		_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, b := range pending {
+				key := r.IndexKey(b, index)
+				if after == nil {
+					older[i] = p.ZRevRangeWithScores(ctx, key, 0, asked[b]-1)
+					continue
+				}
+				older[i] = p.ZRevRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Max: "(" + s, Min: "-inf", Count: asked[b]})
+				if round == 0 {
+					// Entries sharing the cursor's score are few (same
+					// millisecond, same bucket); read them all once and keep
+					// those after the cursor.
+					ties = append(ties, p.ZRevRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Max: s, Min: s}))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("store: list runs: %w", err)
+		}
+		for i, b := range pending {
+			got[b] = got[b][:0]
+			for _, z := range older[i].Val() {
+				got[b] = append(got[b], indexEntry{score: z.Score, member: fmt.Sprint(z.Member)})
+			}
+		}
+		for _, t := range ties {
+			for _, z := range t.Val() {
+				if e := (indexEntry{score: z.Score, member: fmt.Sprint(z.Member)}); newer(*after, e) < 0 {
+					tied = append(tied, e)
+				}
+			}
+		}
+		// The fetch-th entry so far: a bucket whose last entry sorts after
+		// it has nothing more for this page.
+		merged := slices.Concat(append(got, tied)...)
+		slices.SortFunc(merged, newer)
+		var boundary *indexEntry
+		if int64(len(merged)) >= fetch {
+			boundary = &merged[fetch-1]
+		}
+		next := pending[:0]
+		for _, b := range pending {
+			n := int64(len(got[b]))
+			if n < asked[b] || asked[b] >= fetch {
+				continue // the bucket is exhausted, or gave a whole page
+			}
+			if boundary != nil && newer(got[b][n-1], *boundary) > 0 {
 				continue
 			}
-			s := strconv.FormatFloat(after.score, 'f', -1, 64)
-			older[b] = p.ZRevRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Max: "(" + s, Min: "-inf", Count: fetch})
-			// Entries sharing the cursor's score are few (same millisecond,
-			// same bucket); read them all and keep those after the cursor.
-			ties[b] = p.ZRevRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Max: s, Min: s})
+			asked[b] = min(fetch, 4*asked[b])
+			next = append(next, b)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: list runs: %w", err)
+		pending = next
 	}
-	var all []indexEntry
-	for b := 0; b < r.buckets; b++ {
-		for _, z := range older[b].Val() {
-			all = append(all, indexEntry{score: z.Score, member: fmt.Sprint(z.Member)})
-		}
-		if ties[b] == nil {
-			continue
-		}
-		for _, z := range ties[b].Val() {
-			e := indexEntry{score: z.Score, member: fmt.Sprint(z.Member)}
-			if newer(*after, e) < 0 {
-				all = append(all, e)
-			}
-		}
-	}
+	all := slices.Concat(append(got, tied)...)
 	slices.SortFunc(all, newer)
 	page := &RunPage{}
 	if len(all) > limit {

@@ -38,6 +38,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"OutputsAreSetAndDeleted", testOutputs},
 		{"EvidenceAppendsInOrderAndReadsRanges", testEvidence},
 		{"ListIsNewestFirstAndCursorWalksAllBuckets", testList},
+		{"ListFindsAPageCrowdedIntoOneBucket", testListCrowded},
 		{"ListRefusesMalformedCursor", testListBadCursor},
 		{"DeleteRemovesRunEvidenceAndIndexEntry", testDelete},
 		{"WorkflowVersionsAreStoredAndRead", testWorkflows},
@@ -401,17 +402,35 @@ func testEvidence(t *testing.T, s store.Store) {
 }
 
 func testList(t *testing.T, s store.Store) {
+	testListing(t, s, 25, 4, func(int) string { return "" })
+}
+
+// Most runs in one bucket (the bucket of one key) and a few spread: a page
+// must come whole although one bucket holds nearly all of it.
+func testListCrowded(t *testing.T, s store.Store) {
+	testListing(t, s, 60, 10, func(i int) string {
+		if i%6 == 0 {
+			return ""
+		}
+		return "one bucket"
+	})
+}
+
+// testListing creates n runs (the last five in one millisecond, so ties
+// must page correctly), each in the bucket of keyOf(i), and pages through
+// them limit at a time.
+func testListing(t *testing.T, s store.Store, n, limit int, keyOf func(int) string) {
 	type entry struct {
 		id    string
 		score float64
 	}
 	var want []entry
-	for i := range 25 {
+	for i := range n {
 		score := float64(1_000 + i)
-		if i >= 20 { // five runs in one millisecond: ties must page correctly
+		if i >= n-5 {
 			score = 5_000
 		}
-		id := s.NewRunID("")
+		id := s.NewRunID(keyOf(i))
 		create(t, s, id, func(c *store.Change) {
 			c.Index = []store.IndexOp{{Index: "index", Member: id, Score: score}}
 		})
@@ -429,15 +448,15 @@ func testList(t *testing.T, s store.Store) {
 	var got []string
 	cursor := ""
 	for pages := 0; ; pages++ {
-		if pages > 10 {
+		if pages > n/limit+2 {
 			t.Fatal("cursor never ends")
 		}
-		page, err := s.ListRuns(ctx, store.ListFilter{Limit: 4, Cursor: cursor})
+		page, err := s.ListRuns(ctx, store.ListFilter{Limit: limit, Cursor: cursor})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(page.RunIDs) > 4 {
-			t.Fatalf("page of %d, limit 4", len(page.RunIDs))
+		if len(page.RunIDs) > limit || page.Next != "" && len(page.RunIDs) != limit {
+			t.Fatalf("page of %d, limit %d (next %q)", len(page.RunIDs), limit, page.Next)
 		}
 		got = append(got, page.RunIDs...)
 		if page.Next == "" {
