@@ -453,6 +453,11 @@ func (r *Redis) LoadDocs(ctx context.Context, ids []string) ([]*RunDoc, error) {
 	if err := r.ensureMeta(ctx); err != nil {
 		return nil, err
 	}
+	return r.loadDocs(ctx, ids)
+}
+
+// loadDocs is LoadDocs of ids known to be run ids.
+func (r *Redis) loadDocs(ctx context.Context, ids []string) ([]*RunDoc, error) {
 	reads := make([]*redis.SliceCmd, len(ids))
 	if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {

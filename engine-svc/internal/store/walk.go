@@ -181,28 +181,15 @@ func (r *Redis) EachRun(ctx context.Context, size int, fn func([]StoredRun) erro
 // readRuns reads the documents of ids in one pipeline, leaving out the
 // ones gone.
 func (r *Redis) readRuns(ctx context.Context, ids []string) ([]StoredRun, error) {
-	cmds := make([]*redis.SliceCmd, len(ids))
-	if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			cmds[i] = p.HMGet(ctx, r.RunKey(id), "v", "doc")
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("store: read runs: %w", err)
+	docs, err := r.loadDocs(ctx, ids)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]StoredRun, 0, len(ids))
-	for i, id := range ids {
-		vals := cmds[i].Val()
-		if len(vals) != 2 || vals[0] == nil {
-			continue
+	for i, d := range docs {
+		if d != nil {
+			out = append(out, StoredRun{ID: ids[i], Version: d.Version, Doc: d.Doc})
 		}
-		vs, _ := vals[0].(string)
-		v, err := strconv.ParseInt(vs, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("store: run %s has version %q, not a number", id, vs)
-		}
-		doc, _ := vals[1].(string)
-		out = append(out, StoredRun{ID: id, Version: v, Doc: []byte(doc)})
 	}
 	return out, nil
 }

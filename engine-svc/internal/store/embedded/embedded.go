@@ -404,16 +404,11 @@ func (s *Server) runCommit(c *store.CommitScript) (reply []any, seq int64, err e
 	s.current.Store(nil)
 	_ = w.Flush()
 
-	s.recBuf = encodeRecord(s.recBuf[:0], cmds)
-	n, werr := s.journal.Write(s.recBuf)
-	s.size += int64(n)
-	if werr != nil {
-		err := fmt.Errorf("append to %s: %w", s.journal.Name(), werr)
-		s.fail(err)
-		return nil, 0, errors.New(refusal(err))
+	seq, err = s.appendRecord(cmds)
+	if err != nil {
+		return nil, 0, err
 	}
-	s.written++
-	return reply, s.written, nil
+	return reply, seq, nil
 }
 
 // run executes one write (or EXEC) and appends its record, under jmu.
@@ -458,16 +453,27 @@ func (s *Server) runIf(p *server.Peer, full []string, guard func() bool) (reply 
 	p.Ctx, p.Resp3 = tmp.Ctx, tmp.Resp3
 	reply = s.replyBuf.String()
 
+	seq, err = s.appendRecord(cmds)
+	if err != nil {
+		return "", 0, err
+	}
+	return reply, seq, nil
+}
+
+// appendRecord appends the journal record of cmds, which have just run, and
+// returns its sequence number; a failed append refuses writes from now on.
+// Called with jmu held.
+func (s *Server) appendRecord(cmds [][]string) (int64, error) {
 	s.recBuf = encodeRecord(s.recBuf[:0], cmds)
 	n, werr := s.journal.Write(s.recBuf)
 	s.size += int64(n)
 	if werr != nil {
 		err := fmt.Errorf("append to %s: %w", s.journal.Name(), werr)
 		s.fail(err)
-		return "", 0, errors.New(refusal(err))
+		return 0, errors.New(refusal(err))
 	}
 	s.written++
-	return reply, s.written, nil
+	return s.written, nil
 }
 
 // forJournal rewrites EVALSHA as EVAL with the script body, so a replay
