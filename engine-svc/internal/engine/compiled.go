@@ -50,6 +50,14 @@ type stepWords struct {
 	humanReadable, orientation string
 }
 
+// wordsOf is a step's two sentences (without its command value).
+func wordsOf(s *workflow.Step) *stepWords {
+	return &stepWords{
+		humanReadable: fmt.Sprintf("Execute step '%s': %s", s.Name, s.Description),
+		orientation:   fmt.Sprintf("Run is active. Next step ready: '%s'.", s.Name),
+	}
+}
+
 func compile(rec *store.WorkflowRecord) (*compiled, error) {
 	var d workflow.Definition
 	if err := json.Unmarshal(rec.Definition, &d); err != nil {
@@ -113,11 +121,8 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 		if v, err := structpb.NewValue(normalizeJSON(answerOf(s))); err == nil {
 			c.answerValue[name] = v
 		}
-		c.words[name] = &stepWords{
-			command:       structpb.NewStringValue(name),
-			humanReadable: fmt.Sprintf("Execute step '%s': %s", name, s.Description),
-			orientation:   fmt.Sprintf("Run is active. Next step ready: '%s'.", name),
-		}
+		c.words[name] = wordsOf(s)
+		c.words[name].command = structpb.NewStringValue(name)
 		for _, dep := range s.DependsOn {
 			c.parents[dep] = append(c.parents[dep], name)
 		}

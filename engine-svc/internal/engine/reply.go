@@ -191,10 +191,7 @@ func (t *txn) nextActions(v view) []*realmv1.NextAction {
 func (t *txn) stepAction(s *workflow.Step) *realmv1.NextAction {
 	w := t.def.words[s.Name]
 	if w == nil { // a step the compiled definition does not name
-		w = &stepWords{
-			humanReadable: fmt.Sprintf("Execute step '%s': %s", s.Name, s.Description),
-			orientation:   fmt.Sprintf("Run is active. Next step ready: '%s'.", s.Name),
-		}
+		w = wordsOf(s)
 	}
 	a := &realmv1.NextAction{
 		Instruction:   t.executeInstruction(s, w.command),

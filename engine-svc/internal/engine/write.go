@@ -159,8 +159,8 @@ func (e *Engine) readEach(ctx context.Context, ids []string, fn func(*txn)) erro
 			if doc == nil {
 				continue
 			}
-			var r record.Run
-			if json.Unmarshal(doc.Doc, &r) != nil {
+			r, err := decodeRun(doc.Doc, doc.Version)
+			if err != nil {
 				continue
 			}
 			if r.DefinitionSource == record.DefinitionCarried {
@@ -169,9 +169,7 @@ func (e *Engine) readEach(ctx context.Context, ids []string, fn func(*txn)) erro
 				}
 				continue
 			}
-			r.Version = doc.Version
-			r.Normalize()
-			t := &txn{e: e, snap: snap{prior: &r, run: &r, now: e.now(), base: &store.Snapshot{Version: doc.Version, Doc: doc.Doc}, wasTerminal: r.Terminal()}}
+			t := &txn{e: e, snap: snap{prior: r, run: r, now: e.now(), base: &store.Snapshot{Version: doc.Version, Doc: doc.Doc}, wasTerminal: r.Terminal()}}
 			if t.def, err = e.definition(ctx, r.WorkflowID); err != nil {
 				var missing *errWorkflowMissing
 				if !errors.As(err, &missing) {
@@ -221,12 +219,10 @@ type decoded struct {
 }
 
 func decode(snap *store.Snapshot) (*decoded, error) {
-	var r record.Run
-	if err := json.Unmarshal(snap.Doc, &r); err != nil {
-		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
+	r, err := decodeRun(snap.Doc, snap.Version)
+	if err != nil {
+		return nil, err
 	}
-	r.Version = snap.Version
-	r.Normalize()
 	outputs := make(map[string]any, len(snap.Outputs))
 	traces := map[string][]byte{}
 	var attempts, definition []byte
@@ -249,7 +245,18 @@ func decode(snap *store.Snapshot) (*decoded, error) {
 		}
 		outputs[step] = v
 	}
-	return &decoded{snap: snap, run: &r, outputs: outputs, traces: traces, attempts: attempts, definition: definition}, nil
+	return &decoded{snap: snap, run: r, outputs: outputs, traces: traces, attempts: attempts, definition: definition}, nil
+}
+
+// decodeRun is a stored run document at its version.
+func decodeRun(doc []byte, version int64) (*record.Run, error) {
+	var r record.Run
+	if err := json.Unmarshal(doc, &r); err != nil {
+		return nil, errcode.Wrap(errcode.EngineStoreFailed, err, "Failed to load run from store: "+err.Error())
+	}
+	r.Version = version
+	r.Normalize()
+	return &r, nil
 }
 
 // begin starts a transaction on a decoded snapshot. The run is cloned and
@@ -398,24 +405,24 @@ func indexOp(index, member string, at time.Time) store.IndexOp {
 	return store.IndexOp{Index: index, Member: member, Score: float64(at.UnixMilli())}
 }
 
-// timerIndexChanges are the timer index ops this write must make: those
-// of timerIndexes that the write that stored the prior record did not
-// already make. Every write sets the timer indexes in the same script as
-// the record, so they hold what the prior record derives; an op that
-// derives the same from both (most often a removal from an index the run
-// was never in) would cost the commit script a call that changes
-// nothing. A created run and a maintenance rewrite (gc --heal repairs
-// indexes) send every op.
+// timerIndexChanges are the timer index ops this write must make:
+// every add (ZADD of a member already there at its score changes
+// nothing, and an add also repairs a run an older engine left out of an
+// index), and only the removals from an index the prior record put the
+// run in. Every write sets the timer indexes in the same script as the
+// record, so they hold what the prior record derives; removing the run
+// from the indexes it was never in cost most commits six calls that
+// changed nothing. A created run and a maintenance rewrite (gc --heal
+// repairs indexes) send every op.
 func (t *txn) timerIndexChanges() []store.IndexOp {
 	want := t.timerIndexes()
 	if t.prior == nil || t.create || t.maint {
 		return want
 	}
-	// The activity score the prior write set was its own updated_at.
-	had := (&txn{snap: snap{run: t.prior, now: record.ParseTime(t.prior.UpdatedAt)}}).timerIndexes()
+	had := (&txn{snap: snap{run: t.prior}}).timerIndexes()
 	out := want[:0]
 	for i, op := range want {
-		if h := had[i]; op.Remove == h.Remove && (op.Remove || op.Score == h.Score) {
+		if op.Remove && had[i].Remove {
 			continue
 		}
 		out = append(out, op)

@@ -73,13 +73,14 @@ func (c *CommitScript) IdemOn() bool { return c.argv[3] == "1" }
 // IdemKey is the idempotency key the script reads when IdemOn.
 func (c *CommitScript) IdemKey() string { return c.keys[3+c.nIdx] }
 
-// CommitReads are what the script reads before it decides; an absent
-// field or key is "" with its flag false.
+// CommitReads are what the script reads before it decides: the run
+// hash's "cids" and "v" (an absent field is "" with its flag false) and,
+// when IdemOn, the idempotency key's holder ("" when absent, as the
+// script reads it).
 type CommitReads struct {
 	IDs, Version string
 	HasIDs, HasV bool
 	Holder       string
-	HasHolder    bool
 }
 
 // Decide is the script's outcome given what it read: its reply ({1},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/realm-go/realm/engine-svc/internal/store"
@@ -48,5 +49,17 @@ func TestACommitIsJournaledAsItsWritesNotTheScript(t *testing.T) {
 	}
 	if after := journal(); !bytes.Equal(after, j) {
 		t.Fatalf("a refused commit wrote %d journal bytes", len(after)-len(j))
+	}
+
+	// A write the script makes on a key of the wrong type fails the
+	// commit, as it fails the script on Redis.
+	bad := s.NewRunID("")
+	if err := c.Set(ctx, s.RunKey(bad)+":out", "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = s.CommitRun(ctx, &store.Change{RunID: bad, ExpectVersion: -1, NewVersion: 0, Doc: []byte(`{}`),
+		Outputs: map[string][]byte{"a": []byte(`1`)}})
+	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("a commit over a key of the wrong type: %v, want WRONGTYPE", err)
 	}
 }

@@ -381,7 +381,7 @@ func (s *Server) runCommit(c *store.CommitScript) (reply []any, seq int64, err e
 	if c.IdemOn() {
 		switch h, err := s.m.Get(c.IdemKey()); {
 		case err == nil:
-			r.Holder, r.HasHolder = h, true
+			r.Holder = h
 		case !errors.Is(err, miniredis.ErrKeyNotFound):
 			return nil, 0, fmt.Errorf("ERR commit script: read %s: %v", c.IdemKey(), err)
 		}
@@ -403,10 +403,21 @@ func (s *Server) runCommit(c *store.CommitScript) (reply []any, seq int64, err e
 	}
 	s.current.Store(nil)
 	_ = w.Flush()
+	// The writes' replies are integers and +OK; an error among them (a
+	// key of the wrong type) fails the commit as it fails the script,
+	// with the writes before it done, and journaled, as Redis keeps them.
+	failed := ""
+	if out := s.replyBuf.String(); strings.Contains(out, "\r\n-") {
+		failed = out[strings.Index(out, "\r\n-")+3:]
+		failed = "ERR commit script: " + strings.TrimPrefix(failed[:strings.Index(failed, "\r\n")], "ERR ")
+	}
 
 	seq, err = s.appendRecord(cmds)
 	if err != nil {
 		return nil, 0, err
+	}
+	if failed != "" {
+		return nil, 0, errors.New(failed)
 	}
 	return reply, seq, nil
 }
