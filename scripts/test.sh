@@ -73,6 +73,13 @@ if [[ -z "${CHROMIUM:-}" ]]; then
 fi
 echo "chromium: $CHROMIUM"
 
+# TestWorkflowInitRunnerCompiles runs `go mod tidy` on a scaffold offline,
+# as a user with a source checkout would; tidy wants the modules that the
+# tests of pkg's dependencies import, which no build fetches. pkg's own
+# tidy check fetches them (and changes nothing), so a fresh machine has them.
+echo "go mod tidy -diff (pkg): filling the module cache for the offline scaffold test"
+(cd pkg && GOWORK=off GOFLAGS= go mod tidy -diff >/dev/null)
+
 mapfile -t patterns < <(module_patterns)
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

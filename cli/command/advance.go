@@ -117,11 +117,11 @@ func stopReasons(before *realmv1.RunState, r *realmv1.Reply) []string {
 		switch in.GetTool() {
 		case "submit_human_response":
 			// A question opened before this call and still open.
-			if g := before.GetPendingGate(); g != nil && g.GetGateId() == in.GetParams().GetFields()["gate_id"].GetStringValue() {
+			if g := before.GetPendingGate(); g != nil && g.GetGateId() == reply.Params(in)["gate_id"] {
 				reasons = append(reasons, fmt.Sprintf("a question is open at '%s' — answer it: %s", g.GetStepName(), respondCommand(id, g.GetGateId(), g.GetChoices())))
 			}
 		case "execute_step":
-			if s := in.GetParams().GetFields()["command"].GetStringValue(); s != "" {
+			if s := reply.Command(in); s != "" {
 				agents = append(agents, s)
 			}
 		}

@@ -667,7 +667,7 @@ func TestRunStep(t *testing.T) {
 		RunPhase: realmv1.RunPhase_RUN_PHASE_GATE_WAITING,
 		Gate:     &realmv1.Gate{GateId: "g1", StepName: "draft", Choices: []string{"send", "discard"}},
 		NextActions: []*realmv1.NextAction{{
-			Instruction:   &realmv1.Instruction{Tool: "submit_human_response", CallWith: mustStruct(t, map[string]any{"choice": "<send|discard>"})},
+			Instruction:   &realmv1.Instruction{Tool: "submit_human_response", CallWithJson: []byte(`{"choice":"<send|discard>"}`)},
 			HumanReadable: "Human review required for step 'draft'.",
 		}},
 	}}

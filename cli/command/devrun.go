@@ -341,7 +341,7 @@ func (d *devRun) agentStep(st *realmv1.RunState) string {
 		if in.GetTool() != "execute_step" {
 			continue
 		}
-		s := in.GetParams().GetFields()["command"].GetStringValue()
+		s := reply.Command(in)
 		if d.steps[s].execution == "agent" {
 			return s
 		}

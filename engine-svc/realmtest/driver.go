@@ -58,7 +58,7 @@ func (d *driver) drive(ctx context.Context) error {
 			return d.stalled(ctx, r)
 		}
 		in := actions[0].GetInstruction()
-		args := in.GetCallWith().AsMap()
+		args := reply.CallWith(in)
 		var next *realmv1.Reply
 		switch in.GetTool() {
 		case "execute_step":

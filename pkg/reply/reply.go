@@ -8,6 +8,7 @@
 package reply
 
 import (
+	"encoding/json"
 	"strings"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -217,13 +218,15 @@ func NextActionJSON(a *realmv1.NextAction) map[string]any {
 	m := map[string]any{
 		"instruction": map[string]any{
 			"tool":      in.GetTool(),
-			"params":    structOrEmpty(in.GetParams()),
-			"call_with": structOrEmpty(in.GetCallWith()),
+			"params":    rawObject(in.GetParamsJson(), in.GetParams()),
+			"call_with": rawObject(in.GetCallWithJson(), in.GetCallWith()),
 		},
 		"human_readable": a.GetHumanReadable(),
 		"orientation":    a.GetOrientation(),
 	}
-	if a.GetInputSchema() != nil {
+	if raw := a.GetInputSchemaJson(); len(raw) > 0 {
+		m["input_schema"] = json.RawMessage(raw)
+	} else if a.GetInputSchema() != nil {
 		m["input_schema"] = a.GetInputSchema().AsInterface()
 	}
 	if a.Prompt != nil {

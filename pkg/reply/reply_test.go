@@ -33,16 +33,16 @@ func classifyAction(t *testing.T) *realmv1.NextAction {
 	t.Helper()
 	return &realmv1.NextAction{
 		Instruction: &realmv1.Instruction{
-			Tool:   "execute_step",
-			Params: mustStruct(t, map[string]any{"run_id": runA, "command": "classify"}),
-			CallWith: mustStruct(t, map[string]any{
+			Tool:       "execute_step",
+			ParamsJson: mustJSON(t, map[string]any{"run_id": runA, "command": "classify"}),
+			CallWithJson: mustJSON(t, map[string]any{
 				"run_id": runA, "command": "classify",
 				"params": map[string]any{"category": "<billing|bug|other>", "confidence": 0},
 			}),
 		},
-		InputSchema:   mustValue(t, map[string]any{"type": "object", "required": []any{"category", "confidence"}, "…": "…"}),
-		HumanReadable: "Execute step 'classify': Classify the ticket.",
-		Orientation:   "Run is active. Next step ready: 'classify'.",
+		InputSchemaJson: mustJSON(t, map[string]any{"type": "object", "required": []any{"category", "confidence"}, "…": "…"}),
+		HumanReadable:   "Execute step 'classify': Classify the ticket.",
+		Orientation:     "Run is active. Next step ready: 'classify'.",
 	}
 }
 
@@ -328,9 +328,9 @@ func TestReplyJSONMatchesSeedExamples(t *testing.T) {
 					RunPhase:   realmv1.RunPhase_RUN_PHASE_RUNNING,
 					NextActions: []*realmv1.NextAction{{
 						Instruction: &realmv1.Instruction{
-							Tool:     "advance_run",
-							Params:   mustStruct(t, map[string]any{"run_id": "<run>"}),
-							CallWith: mustStruct(t, map[string]any{"run_id": "<run>"}),
+							Tool:         "advance_run",
+							ParamsJson:   mustJSON(t, map[string]any{"run_id": "<run>"}),
+							CallWithJson: mustJSON(t, map[string]any{"run_id": "<run>"}),
 						},
 						HumanReadable: "Call advance_run to run the step the engine owes: 'post_approval'. It runs it with this server's extensions and environment.",
 						Orientation:   "Run is active. Engine work is owed: 'post_approval'.",
@@ -512,4 +512,13 @@ func assertSameJSON(t *testing.T, got, want map[string]any) {
 		w, _ := json.MarshalIndent(want, "", "  ")
 		t.Errorf("JSON differs\n got: %s\nwant: %s", g, w)
 	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("json.Marshal: %v", err)
+	}
+	return b
 }

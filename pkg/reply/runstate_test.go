@@ -22,9 +22,9 @@ func TestRunStateJSONMatchesSeedExamples(t *testing.T) {
 	gateAction := func(t *testing.T) *realmv1.NextAction {
 		return &realmv1.NextAction{
 			Instruction: &realmv1.Instruction{
-				Tool:     "submit_human_response",
-				Params:   mustStruct(t, map[string]any{"run_id": runA, "gate_id": "00bb04f5-1bb7-4f38-91c5-14cdb17b3f0e"}),
-				CallWith: mustStruct(t, map[string]any{"run_id": runA, "gate_id": "00bb04f5-1bb7-4f38-91c5-14cdb17b3f0e", "choice": "<send|discard>"}),
+				Tool:         "submit_human_response",
+				ParamsJson:   mustJSON(t, map[string]any{"run_id": runA, "gate_id": "00bb04f5-1bb7-4f38-91c5-14cdb17b3f0e"}),
+				CallWithJson: mustJSON(t, map[string]any{"run_id": runA, "gate_id": "00bb04f5-1bb7-4f38-91c5-14cdb17b3f0e", "choice": "<send|discard>"}),
 			},
 			HumanReadable: "Human review required for step 'draft'. Ask the user to choose one of: send, discard, then call submit_human_response with their choice. The question's text, when its gate declares a message, is get_run_state's pending_gate.resolved_message. The conversation that opened the question passes back the claim_token it was given then, when it was given one.",
 			Orientation:   "Run is paused at gate '00bb04f5-1bb7-4f38-91c5-14cdb17b3f0e'. Available choices: send, discard.",

@@ -7,6 +7,7 @@
 package drive
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,8 +20,6 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/realm-go/realm/agent-svc/internal/provider"
 	"github.com/realm-go/realm/agent-svc/internal/tools"
@@ -605,7 +604,7 @@ func (d *driver) firstAgentStep(actions []*realmv1.NextAction) *realmv1.NextActi
 		if in.GetTool() != "execute_step" {
 			continue
 		}
-		step := in.GetParams().GetFields()["command"].GetStringValue()
+		step := reply.Command(in)
 		if info, ok := d.steps[step]; ok && info.execution == "agent" {
 			return a
 		}
@@ -758,15 +757,9 @@ func (d *driver) finish(ctx context.Context, stopped bool) error {
 
 // schemaJSON is the effective schema as JSON, or nil when the step has
 // none (absent, or the boolean schema true).
-func schemaJSON(v *structpb.Value) json.RawMessage {
-	if v == nil {
-		return nil
-	}
-	if _, ok := v.GetKind().(*structpb.Value_StructValue); !ok {
-		return nil
-	}
-	b, err := protojson.Marshal(v)
-	if err != nil {
+func schemaJSON(na *realmv1.NextAction) json.RawMessage {
+	b := bytes.TrimLeft(reply.InputSchemaJSON(na), " \t\r\n")
+	if len(b) == 0 || b[0] != '{' {
 		return nil
 	}
 	return b

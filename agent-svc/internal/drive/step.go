@@ -23,13 +23,13 @@ const (
 // driveStep asks the model for one agent step and hands its answer to the
 // engine, repairing after schema refusals within the budget (§9).
 func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv1.NextAction) error {
-	step := na.GetInstruction().GetParams().GetFields()["command"].GetStringValue()
+	step := reply.Command(na.GetInstruction())
 	info := d.steps[step]
 	prompt := na.GetPrompt()
 	if prompt == "" {
 		prompt = info.description
 	}
-	schema := schemaJSON(na.GetInputSchema())
+	schema := schemaJSON(na)
 	lines := stdout("", "→ [agent] "+step, "  "+cut(info.description, 80))
 	if note := d.strictNoteOnce(step, info); note != nil {
 		lines = append(lines, stderr(note...)...)

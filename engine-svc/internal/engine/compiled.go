@@ -4,11 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/pkg/condition"
 	"github.com/realm-go/realm/pkg/errcode"
+	"github.com/realm-go/realm/pkg/jsonenc"
 	"github.com/realm-go/realm/pkg/schema"
 	"github.com/realm-go/realm/pkg/workflow"
 )
@@ -31,11 +30,11 @@ type compiled struct {
 	pre     map[string][]*condition.Condition
 	abort   map[string][]*condition.Condition
 	parents map[string][]string // step -> steps that depend on it
-	// schemaValue is each agent step's answer schema as the reply carries it.
-	schemaValue map[string]*structpb.Value
-	// answerValue is each step's call_with answer placeholders, built once
-	// (replies share it, as they share schemaValue: never changed in place).
-	answerValue map[string]*structpb.Value
+	// schemaJSON is each agent step's answer schema as the reply carries
+	// it, encoded once (replies share it, never changing it in place).
+	schemaJSON map[string][]byte
+	// answerJSON is each step's call_with answer placeholders, encoded once.
+	answerJSON map[string][]byte
 	// words is what each step's execute_step entry says that does not
 	// depend on the run, built once.
 	words map[string]*stepWords
@@ -46,7 +45,7 @@ type compiled struct {
 // stepWords are the parts of a step's execute_step entry (stepAction)
 // that only the definition decides.
 type stepWords struct {
-	command                    *structpb.Value
+	command                    []byte // the step's name as a JSON string
 	humanReadable, orientation string
 }
 
@@ -68,19 +67,19 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 		s.Name = name
 	}
 	c := &compiled{
-		Def:         &d,
-		Stored:      rec.Version,
-		Hash:        hashBytes(rec.Definition),
-		input:       map[string]*schema.Schema{},
-		output:      map[string]*schema.Schema{},
-		trace:       map[string]*schema.Schema{},
-		when:        map[string][]*condition.Condition{},
-		pre:         map[string][]*condition.Condition{},
-		abort:       map[string][]*condition.Condition{},
-		parents:     map[string][]string{},
-		schemaValue: map[string]*structpb.Value{},
-		answerValue: map[string]*structpb.Value{},
-		words:       map[string]*stepWords{},
+		Def:        &d,
+		Stored:     rec.Version,
+		Hash:       hashBytes(rec.Definition),
+		input:      map[string]*schema.Schema{},
+		output:     map[string]*schema.Schema{},
+		trace:      map[string]*schema.Schema{},
+		when:       map[string][]*condition.Condition{},
+		pre:        map[string][]*condition.Condition{},
+		abort:      map[string][]*condition.Condition{},
+		parents:    map[string][]string{},
+		schemaJSON: map[string][]byte{},
+		answerJSON: map[string][]byte{},
+		words:      map[string]*stepWords{},
 	}
 	var err error
 	if d.ParamsSchema != nil {
@@ -114,15 +113,11 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 			return nil, err
 		}
 		if sch := firstSchema(s); sch != nil {
-			if v, err := structpb.NewValue(normalizeJSON(sch)); err == nil {
-				c.schemaValue[name] = v
-			}
+			c.schemaJSON[name] = mustJSON(sch)
 		}
-		if v, err := structpb.NewValue(normalizeJSON(answerOf(s))); err == nil {
-			c.answerValue[name] = v
-		}
+		c.answerJSON[name] = mustJSON(answerOf(s))
 		c.words[name] = wordsOf(s)
-		c.words[name].command = structpb.NewStringValue(name)
+		c.words[name].command = jsonenc.AppendString(nil, name)
 		for _, dep := range s.DependsOn {
 			c.parents[dep] = append(c.parents[dep], name)
 		}

@@ -220,7 +220,7 @@ func (t *txn) expiryHint(v view) string {
 // up and that declares on_expiry: an answer could no longer be recorded.
 func (t *txn) expiredAction(g *record.PendingGate) *realmv1.NextAction {
 	return &realmv1.NextAction{
-		Instruction:   &realmv1.Instruction{Tool: "advance_run", Params: mustStruct(map[string]any{"run_id": t.run.ID}), CallWith: mustStruct(map[string]any{"run_id": t.run.ID})},
+		Instruction:   t.advanceInstruction(),
 		HumanReadable: fmt.Sprintf("Call advance_run to carry out the expired question on '%s' (its declared %s), then run what it leaves owed until a step opens a question, fails or ends the run. It runs with this server's extensions and environment.", g.StepName, g.OnExpiry),
 		Orientation:   fmt.Sprintf("Run is paused at gate '%s', whose time is up. Engine work is owed: '%s'.", g.GateID, g.StepName),
 		OwedSteps:     []string{g.StepName},

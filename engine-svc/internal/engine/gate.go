@@ -200,7 +200,7 @@ func (t *txn) answerAction(token string) *realmv1.NextAction {
 		human += " The question's text, when its gate declares a message, is get_run_state's pending_gate.resolved_message. The conversation that opened the question passes back the claim_token it was given then, when it was given one."
 	}
 	return &realmv1.NextAction{
-		Instruction:   &realmv1.Instruction{Tool: "submit_human_response", Params: mustStruct(params), CallWith: mustStruct(call)},
+		Instruction:   &realmv1.Instruction{Tool: "submit_human_response", ParamsJson: mustJSON(params), CallWithJson: mustJSON(call)},
 		HumanReadable: human,
 		Orientation:   fmt.Sprintf("Run is paused at gate '%s'. Available choices: %s.", g.GateID, joinComma(g.Choices)),
 	}

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/jsonenc"
 	"github.com/realm-go/realm/pkg/template"
 	"github.com/realm-go/realm/pkg/workflow"
 )
@@ -168,7 +168,6 @@ func (t *txn) nextActions(v view) []*realmv1.NextAction {
 		out = append(out, t.stepAction(s))
 	}
 	if len(v.owed) > 0 {
-		params := mustStruct(map[string]any{"run_id": t.run.ID})
 		verb, pronoun := "the step the engine owes", "it"
 		if len(v.owed) > 1 {
 			verb, pronoun = "the steps the engine owes", "them"
@@ -178,7 +177,7 @@ func (t *txn) nextActions(v view) []*realmv1.NextAction {
 			owed[i] = s.Name
 		}
 		out = append(out, &realmv1.NextAction{
-			Instruction:   &realmv1.Instruction{Tool: "advance_run", Params: params, CallWith: mustStruct(map[string]any{"run_id": t.run.ID})},
+			Instruction:   t.advanceInstruction(),
 			HumanReadable: fmt.Sprintf("Call advance_run to run %s: %s. It runs %s with this server's extensions and environment.", verb, names(v.owed), pronoun),
 			Orientation:   "Run is active. Engine work is owed: " + names(v.owed) + ".",
 			OwedSteps:     owed,
@@ -198,7 +197,12 @@ func (t *txn) stepAction(s *workflow.Step) *realmv1.NextAction {
 		HumanReadable: w.humanReadable,
 		Orientation:   w.orientation,
 	}
-	a.InputSchema = t.def.schemaValue[s.Name]
+	a.InputSchemaJson = t.def.schemaJSON[s.Name]
+	if a.InputSchemaJson == nil { // a step the compiled definition does not name
+		if sch := firstSchema(s); sch != nil {
+			a.InputSchemaJson = mustJSON(sch)
+		}
+	}
 	if s.Prompt != "" {
 		p := t.renderPrompt(s.Prompt)
 		a.Prompt = &p
@@ -206,33 +210,42 @@ func (t *txn) stepAction(s *workflow.Step) *realmv1.NextAction {
 	return a
 }
 
-// executeInstruction is execute_step's params and call_with for a step.
-// The structs are built field by field around the definition's cached
-// values (the reply's hottest part; replies share them, never changing
-// them in place); a value structpb would refuse (invalid UTF-8) takes the
-// generic path, which answers as it always did.
-func (t *txn) executeInstruction(s *workflow.Step, command *structpb.Value) *realmv1.Instruction {
-	answer, ok := t.def.answerValue[s.Name]
-	if !ok || command == nil || !utf8.ValidString(t.run.ID) || !utf8.ValidString(s.Name) {
-		return &realmv1.Instruction{
-			Tool:     "execute_step",
-			Params:   mustStruct(map[string]any{"run_id": t.run.ID, "command": s.Name}),
-			CallWith: mustStruct(map[string]any{"run_id": t.run.ID, "command": s.Name, "params": answerOf(s)}),
-		}
+// executeInstruction is execute_step's params and call_with for a step,
+// written around the definition's encoded parts in one allocation (the
+// reply's hottest part). Keys are in encoding/json's sorted order.
+func (t *txn) executeInstruction(s *workflow.Step, command []byte) *realmv1.Instruction {
+	answer, ok := t.def.answerJSON[s.Name]
+	if !ok {
+		answer = mustJSON(answerOf(s))
 	}
-	id := structpb.NewStringValue(t.run.ID)
-	return &realmv1.Instruction{
-		Tool: "execute_step",
-		Params: &structpb.Struct{Fields: map[string]*structpb.Value{
-			"run_id":  id,
-			"command": command,
-		}},
-		CallWith: &structpb.Struct{Fields: map[string]*structpb.Value{
-			"run_id":  id,
-			"command": command,
-			"params":  answer,
-		}},
+	if command == nil {
+		command = jsonenc.AppendString(nil, s.Name)
 	}
+	const open, mid, end, withParams = `{"command":`, `,"run_id":`, `}`, `,"params":`
+	// The size when the run id needs no escapes (it is a UUID); more only
+	// means append grows b.
+	one := len(open) + len(command) + len(mid) + len(t.run.ID) + 2 + len(end)
+	b := make([]byte, 0, 2*one+len(withParams)+len(answer))
+	b = append(b, open...)
+	b = append(b, command...)
+	b = append(b, mid...)
+	b = jsonenc.AppendString(b, t.run.ID)
+	b = append(b, end...)
+	params := b[:len(b):len(b)]
+	b = append(b, open...)
+	b = append(b, command...)
+	b = append(b, withParams...)
+	b = append(b, answer...)
+	b = append(b, mid...)
+	b = jsonenc.AppendString(b, t.run.ID)
+	b = append(b, end...)
+	return &realmv1.Instruction{Tool: "execute_step", ParamsJson: params, CallWithJson: b[len(params):]}
+}
+
+// advanceInstruction is advance_run's params and call_with: the run alone.
+func (t *txn) advanceInstruction() *realmv1.Instruction {
+	b := mustJSON(map[string]any{"run_id": t.run.ID})
+	return &realmv1.Instruction{Tool: "advance_run", ParamsJson: b, CallWithJson: b}
 }
 
 // answerOf is call_with's answer for a step: placeholders from its input
@@ -383,14 +396,14 @@ func jsonText(v any) string {
 	return string(b)
 }
 
-// mustStruct converts a JSON object; values here are built by the engine,
-// so a failure is a programming error reported as an empty struct.
-func mustStruct(m map[string]any) *structpb.Struct {
-	s, err := structpb.NewStruct(normalizeJSON(m).(map[string]any))
+// mustJSON encodes a value the engine built (package jsonenc, as replies
+// carry it); one that cannot be encoded is {}.
+func mustJSON(v any) []byte {
+	b, err := jsonenc.Marshal(v)
 	if err != nil {
-		return &structpb.Struct{}
+		return []byte("{}")
 	}
-	return s
+	return b
 }
 
 // normalizeJSON turns Go values structpb does not take (ints, []string,

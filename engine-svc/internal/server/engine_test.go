@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/reply"
 )
 
 func params(t testing.TB, m map[string]any) *structpb.Struct {
@@ -53,7 +54,7 @@ func state(t testing.TB, e *env, run string) *realmv1.RunState {
 func tools(r *realmv1.Reply) []string {
 	var out []string
 	for _, a := range r.GetNextActions() {
-		out = append(out, a.GetInstruction().GetTool()+":"+a.GetInstruction().GetParams().GetFields()["command"].GetStringValue())
+		out = append(out, a.GetInstruction().GetTool()+":"+reply.Command(a.GetInstruction()))
 	}
 	return out
 }
@@ -80,7 +81,7 @@ func TestRunDrivenToCompletedThroughAgentAutoAndGuard(t *testing.T) {
 			t.Fatalf("start: hint %q version %d status %v", r.GetContextHint(), r.GetRunVersion(), r.GetStatus())
 		}
 		na := r.GetNextActions()[0]
-		if got := na.GetInstruction().GetCallWith().AsMap()["params"]; fmt.Sprint(got) != "map[category:<billing|bug|other> confidence:0]" {
+		if got := reply.CallWith(na.GetInstruction())["params"]; fmt.Sprint(got) != "map[category:<billing|bug|other> confidence:0]" {
 			t.Errorf("call_with params = %v", got)
 		}
 		if na.GetPrompt() != "Classify ticket 101." || na.GetHumanReadable() != "Execute step 'classify': Classify the ticket." ||

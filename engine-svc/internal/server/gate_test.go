@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/reply"
 )
 
 func respond(t testing.TB, e *env, run, gate, choice string, token *string) *realmv1.Reply {
@@ -52,15 +53,15 @@ func TestGateOpensAnswersAndOwesTheNextAutoStep(t *testing.T) {
 			t.Fatalf("opening reply = %v", opened)
 		}
 		answer := opened.GetNextActions()[0].GetInstruction()
-		if answer.GetTool() != "submit_human_response" || answer.GetParams().AsMap()["claim_token"] != g.GetClaimToken() ||
-			answer.GetCallWith().AsMap()["choice"] != "<send|discard>" {
+		if answer.GetTool() != "submit_human_response" || reply.Params(answer)["claim_token"] != g.GetClaimToken() ||
+			reply.CallWith(answer)["choice"] != "<send|discard>" {
 			t.Errorf("answer instruction = %v", answer)
 		}
 
 		s := state(t, e, run)
 		if s.GetNextActionsStatus() != "awaiting_human" || s.GetPendingGate().GetGateId() != g.GetGateId() ||
 			strings.Join(s.GetInProgressSteps(), ",") != "draft" ||
-			s.GetNextActions()[0].GetInstruction().GetParams().AsMap()["claim_token"] != nil {
+			reply.Params(s.GetNextActions()[0].GetInstruction())["claim_token"] != nil {
 			t.Errorf("state at the gate = %v", s)
 		}
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/reply"
 )
 
 func TestAdvanceAtAnOpenQuestionNamesItAndWhatWaits(t *testing.T) {
@@ -23,7 +24,7 @@ func TestAdvanceAtAnOpenQuestionNamesItAndWhatWaits(t *testing.T) {
 		r := advance(t, e, run)
 		want := fmt.Sprintf("Run '%s': nothing ran. Waiting on the question on step 'draft' (choices: send, discard) — answer it with submit_human_response; 'note' waits for its answer.", run)
 		if r.GetContextHint() != want || r.GetNextActions()[0].GetInstruction().GetTool() != "submit_human_response" ||
-			r.GetNextActions()[0].GetInstruction().GetParams().AsMap()["claim_token"] != nil {
+			reply.Params(r.GetNextActions()[0].GetInstruction())["claim_token"] != nil {
 			t.Errorf("advance = %v", r)
 		}
 		s, err := e.client.GetRunState(ctx(t), &realmv1.GetRunStateRequest{RunId: run})

@@ -394,11 +394,24 @@ func (x *Holder) GetAbsentCause() string {
 }
 
 // Instruction is one call a caller can make next.
+//
+// params and call_with travel as JSON objects the engine encodes once
+// (package jsonenc: encoding/json's bytes, HTML escaping off, keys sorted),
+// so no side builds or walks a Struct per reply. Read them through
+// pkg/reply (Params, CallWith), which also reads the Struct fields an
+// engine released before 2026-12-03 filled instead.
 type Instruction struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
-	Params        *structpb.Struct       `protobuf:"bytes,2,opt,name=params,proto3" json:"params,omitempty"`
-	CallWith      *structpb.Struct       `protobuf:"bytes,3,opt,name=call_with,json=callWith,proto3" json:"call_with,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tool  string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// params is what an engine before 2026-12-03 sent; read params_json.
+	Params *structpb.Struct `protobuf:"bytes,2,opt,name=params,proto3" json:"params,omitempty"`
+	// call_with is what an engine before 2026-12-03 sent; read call_with_json.
+	CallWith *structpb.Struct `protobuf:"bytes,3,opt,name=call_with,json=callWith,proto3" json:"call_with,omitempty"`
+	// params_json is the call's arguments, a JSON object.
+	ParamsJson []byte `protobuf:"bytes,4,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	// call_with_json is params with placeholders for what the caller
+	// supplies, a JSON object.
+	CallWithJson  []byte `protobuf:"bytes,5,opt,name=call_with_json,json=callWithJson,proto3" json:"call_with_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -454,20 +467,39 @@ func (x *Instruction) GetCallWith() *structpb.Struct {
 	return nil
 }
 
+func (x *Instruction) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return nil
+}
+
+func (x *Instruction) GetCallWithJson() []byte {
+	if x != nil {
+		return x.CallWithJson
+	}
+	return nil
+}
+
 // NextAction is one entry of next_actions.
 type NextAction struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Instruction *Instruction           `protobuf:"bytes,1,opt,name=instruction,proto3" json:"instruction,omitempty"`
-	// input_schema is the schema the step's answer must fit (an object or a boolean).
+	// input_schema is what an engine before 2026-12-03 sent; read
+	// input_schema_json (pkg/reply.InputSchema).
 	InputSchema   *structpb.Value `protobuf:"bytes,2,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
 	Prompt        *string         `protobuf:"bytes,3,opt,name=prompt,proto3,oneof" json:"prompt,omitempty"`
 	HumanReadable string          `protobuf:"bytes,4,opt,name=human_readable,json=humanReadable,proto3" json:"human_readable,omitempty"`
 	Orientation   string          `protobuf:"bytes,5,opt,name=orientation,proto3" json:"orientation,omitempty"`
 	// owed_steps are the steps an advance_run entry would run, in the
 	// workflow's order (the list orientation names in words).
-	OwedSteps     []string `protobuf:"bytes,6,rep,name=owed_steps,json=owedSteps,proto3" json:"owed_steps,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OwedSteps []string `protobuf:"bytes,6,rep,name=owed_steps,json=owedSteps,proto3" json:"owed_steps,omitempty"`
+	// input_schema_json is the schema the step's answer must fit (a JSON
+	// object or boolean), encoded once per workflow version; empty when the
+	// step has none.
+	InputSchemaJson []byte `protobuf:"bytes,7,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NextAction) Reset() {
@@ -538,6 +570,13 @@ func (x *NextAction) GetOrientation() string {
 func (x *NextAction) GetOwedSteps() []string {
 	if x != nil {
 		return x.OwedSteps
+	}
+	return nil
+}
+
+func (x *NextAction) GetInputSchemaJson() []byte {
+	if x != nil {
+		return x.InputSchemaJson
 	}
 	return nil
 }
@@ -1362,11 +1401,14 @@ const file_realm_v1_reply_proto_rawDesc = "" +
 	"\tby_source\x18\x02 \x01(\tR\bbySource\x12\x18\n" +
 	"\achannel\x18\x03 \x01(\tR\achannel\x12!\n" +
 	"\fabsent_cause\x18\x04 \x01(\tR\vabsentCauseB\x05\n" +
-	"\x03_by\"\x88\x01\n" +
+	"\x03_by\"\xcf\x01\n" +
 	"\vInstruction\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12/\n" +
 	"\x06params\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x06params\x124\n" +
-	"\tcall_with\x18\x03 \x01(\v2\x17.google.protobuf.StructR\bcallWith\"\x90\x02\n" +
+	"\tcall_with\x18\x03 \x01(\v2\x17.google.protobuf.StructR\bcallWith\x12\x1f\n" +
+	"\vparams_json\x18\x04 \x01(\fR\n" +
+	"paramsJson\x12$\n" +
+	"\x0ecall_with_json\x18\x05 \x01(\fR\fcallWithJson\"\xbc\x02\n" +
 	"\n" +
 	"NextAction\x127\n" +
 	"\vinstruction\x18\x01 \x01(\v2\x15.realm.v1.InstructionR\vinstruction\x129\n" +
@@ -1375,7 +1417,8 @@ const file_realm_v1_reply_proto_rawDesc = "" +
 	"\x0ehuman_readable\x18\x04 \x01(\tR\rhumanReadable\x12 \n" +
 	"\vorientation\x18\x05 \x01(\tR\vorientation\x12\x1d\n" +
 	"\n" +
-	"owed_steps\x18\x06 \x03(\tR\towedStepsB\t\n" +
+	"owed_steps\x18\x06 \x03(\tR\towedSteps\x12*\n" +
+	"\x11input_schema_json\x18\a \x01(\fR\x0finputSchemaJsonB\t\n" +
 	"\a_prompt\"V\n" +
 	"\rBlockedReason\x12%\n" +
 	"\x0eeligible_steps\x18\x01 \x03(\tR\religibleSteps\x12\x1e\n" +

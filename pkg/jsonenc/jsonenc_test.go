@@ -1,4 +1,4 @@
-package mcpserver
+package jsonenc
 
 import (
 	"bytes"
@@ -8,9 +8,8 @@ import (
 	"testing"
 )
 
-// stdReply is what jsonResult wrote before encodeReply: encoding/json,
-// HTML escaping off, no trailing newline.
-func stdReply(v any) (string, error) {
+// stdJSON is encoding/json, HTML escaping off, no trailing newline.
+func stdJSON(v any) (string, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -20,7 +19,7 @@ func stdReply(v any) (string, error) {
 	return strings.TrimSuffix(buf.String(), "\n"), nil
 }
 
-func TestEncodeReplyWritesWhatEncodingJSONWrites(t *testing.T) {
+func TestAppendWritesWhatEncodingJSONWrites(t *testing.T) {
 	t.Parallel()
 	cases := map[string]any{
 		"nil":              nil,
@@ -39,31 +38,43 @@ func TestEncodeReplyWritesWhatEncodingJSONWrites(t *testing.T) {
 		"other types":      map[string]any{"strs": []string{"x", "<y>"}, "m": map[string]string{"k": "v"}, "u": uint8(7), "f32": float32(0.1)},
 		"a reply's shape":  map[string]any{"command": "answer", "run_id": "r1", "run_version": int64(3), "status": "ok", "next_actions": []any{map[string]any{"instruction": map[string]any{"tool": "execute_step", "params": map[string]any{}}}}, "warnings": []any{}, "data": map[string]any{"n": 1.0}},
 		"nested fallbacks": map[string]any{"x": []any{"a\tb", map[string]any{"y": []int{1, 2}}}},
+		"raw compact":      map[string]any{"s": json.RawMessage(`{"b":[1,"<x>",{"c":null}],"a":"\\\" }"}`)},
+		"raw with space":   []any{json.RawMessage(" {\"a\" : [ 1 , 2 ]}\n"), json.RawMessage(`"a b"`)},
+		"raw nil":          map[string]any{"n": json.RawMessage(nil)},
 	}
 	for name, v := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			want, wantErr := stdReply(v)
-			got, err := encodeReply(v)
+			want, wantErr := stdJSON(v)
+			got, err := encode(v)
 			if (err != nil) != (wantErr != nil) || got != want && wantErr == nil {
-				t.Errorf("encodeReply = %q, %v\nencoding/json = %q, %v", got, err, want, wantErr)
+				t.Errorf("Append = %q, %v\nencoding/json = %q, %v", got, err, want, wantErr)
 			}
 		})
 	}
 }
 
-func TestEncodeReplyRefusesWhatEncodingJSONRefuses(t *testing.T) {
+func TestAppendRefusesWhatEncodingJSONRefuses(t *testing.T) {
 	t.Parallel()
 	for name, v := range map[string]any{
 		"NaN":      map[string]any{"x": math.NaN()},
 		"infinity": []any{math.Inf(1)},
 		"channel":  map[string]any{"c": make(chan int)},
+		"bad raw":  map[string]any{"r": json.RawMessage(`{"a":`)},
+		"two raw":  []any{json.RawMessage(`1 2`)},
+		"raw tail": []any{json.RawMessage(`{}x`)},
 	} {
-		_, wantErr := stdReply(v)
-		if _, err := encodeReply(v); err == nil || err.Error() != wantErr.Error() {
+		_, wantErr := stdJSON(v)
+		if _, err := encode(v); err == nil || err.Error() != wantErr.Error() {
 			t.Errorf("%s: error %v, want %v", name, err, wantErr)
 		}
 	}
+}
+
+// encode is Append into a fresh buffer, as a string.
+func encode(v any) (string, error) {
+	b, err := Append(nil, v)
+	return string(b), err
 }
 
 func manyKeys(n int) map[string]any {
@@ -74,9 +85,9 @@ func manyKeys(n int) map[string]any {
 	return m
 }
 
-// FuzzEncodeReply checks arbitrary JSON documents, decoded as the reply
+// FuzzAppend checks arbitrary JSON documents, decoded as the reply
 // maps hold them, against encoding/json.
-func FuzzEncodeReply(f *testing.F) {
+func FuzzAppend(f *testing.F) {
 	for _, s := range []string{`{"a":"<b>\n","c":[1,2.5,1e300,-0.000001,null,true]}`, `"\u2028\ud800"`, `[{"z":{},"a":[]}]`, `1e-7`} {
 		f.Add(s)
 	}
@@ -85,10 +96,16 @@ func FuzzEncodeReply(f *testing.F) {
 		if json.Unmarshal([]byte(doc), &v) != nil {
 			v = doc // not JSON: encode it as a string instead
 		}
-		want, wantErr := stdReply(v)
-		got, err := encodeReply(v)
+		want, wantErr := stdJSON(v)
+		got, err := encode(v)
 		if (err != nil) != (wantErr != nil) || wantErr == nil && got != want {
-			t.Fatalf("encodeReply = %q, %v\nencoding/json = %q, %v", got, err, want, wantErr)
+			t.Fatalf("Append = %q, %v\nencoding/json = %q, %v", got, err, want, wantErr)
+		}
+		// The same document as raw bytes, embedded as a reply embeds them.
+		want, wantErr = stdJSON([]any{json.RawMessage(doc)})
+		got, err = encode([]any{json.RawMessage(doc)})
+		if (err != nil) != (wantErr != nil) || wantErr == nil && got != want {
+			t.Fatalf("Append = %q, %v\nencoding/json = %q, %v", got, err, want, wantErr)
 		}
 	})
 }
