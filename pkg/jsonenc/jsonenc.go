@@ -1,13 +1,17 @@
-// Package jsonenc writes JSON exactly as encoding/json does with HTML
-// escaping off and no trailing newline, without reflection for the shapes
-// replies are built of (maps of string to any, []any, strings, bools,
-// integers, float64, nil, json.RawMessage). Any other value is handed to
-// encoding/json, so the bytes are the same whatever a value holds.
+// Package jsonenc writes JSON exactly as encoding/json does, without
+// reflection for the shapes replies and records are built of (maps of
+// string to any, []any, strings, bools, integers, float64, nil,
+// json.RawMessage). Any other value is handed to encoding/json, so the
+// bytes are the same whatever a value holds.
 //
-// The engine encodes a reply's free-form parts (instruction params, input
-// schemas) with it once, and the doors that print replies embed those
-// bytes as they are: one encoder on both sides keeps them byte for byte
-// what encoding/json would have written from the decoded values.
+// Append and Marshal are encoding/json with HTML escaping off and no
+// trailing newline: the engine encodes a reply's free-form parts
+// (instruction params, input schemas) with them once, and the doors that
+// print replies embed those bytes as they are, so one encoder on both
+// sides keeps them byte for byte what encoding/json would have written
+// from the decoded values. AppendHTML and MarshalHTML are
+// encoding/json.Marshal itself, HTML escaped: what the engine stores
+// (outputs, evidence, whose hashes are over those bytes).
 package jsonenc
 
 import (
@@ -16,21 +20,61 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
 // Marshal is v encoded: encoding/json.Marshal with HTML escaping off.
 func Marshal(v any) ([]byte, error) {
-	return Append(nil, v)
+	return marshal(v, false)
 }
 
-// Append appends v's encoding to b.
+// Append appends v's encoding to b, HTML escaping off.
 func Append(b []byte, v any) ([]byte, error) {
+	return appendValue(b, v, false)
+}
+
+// MarshalHTML is encoding/json.Marshal(v), byte for byte.
+func MarshalHTML(v any) ([]byte, error) {
+	return marshal(v, true)
+}
+
+// marshal encodes v in a pooled buffer and copies it out once: appending
+// to nil would grow (and allocate) several times on the way.
+func marshal(v any, html bool) ([]byte, error) {
+	bp := scratch.Get().(*[]byte)
+	b, err := appendValue((*bp)[:0], v, html)
+	var out []byte
+	if err == nil {
+		out = bytes.Clone(b)
+	}
+	if cap(b) <= 64<<10 { // a rare huge value is not kept
+		*bp = b
+		scratch.Put(bp)
+	}
+	return out, err
+}
+
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// AppendHTML appends encoding/json.Marshal(v) to b.
+func AppendHTML(b []byte, v any) ([]byte, error) {
+	return appendValue(b, v, true)
+}
+
+// AppendStringHTML writes s as encoding/json.Marshal does: as
+// AppendString, with <, > and & escaped too.
+func AppendStringHTML(b []byte, s string) []byte {
+	return appendString(b, s, true)
+}
+
+// appendValue is v's encoding, HTML escaped when html is set.
+func appendValue(b []byte, v any, html bool) ([]byte, error) {
 	switch x := v.(type) {
 	case nil:
 		return append(b, "null"...), nil
 	case string:
-		return AppendString(b, x), nil
+		return appendString(b, x, html), nil
 	case bool:
 		return strconv.AppendBool(b, x), nil
 	case int64:
@@ -40,20 +84,16 @@ func Append(b []byte, v any) ([]byte, error) {
 	case int:
 		return strconv.AppendInt(b, int64(x), 10), nil
 	case float64:
-		// encoding/json writes 'f' format in [1e-6, 1e21) and 0; other
-		// magnitudes (exponent form) and non-finite values go to it.
-		if a := math.Abs(x); a == 0 || (a >= 1e-6 && a < 1e21) {
-			return strconv.AppendFloat(b, x, 'f', -1, 64), nil
-		}
+		return appendFloat(b, x, html)
 	case map[string]any:
-		return appendObject(b, x)
+		return appendObject(b, x, html)
 	case json.RawMessage:
 		// encoding/json compacts a raw message and refuses one that is
 		// not JSON; a nil one is null.
 		if x == nil {
 			return append(b, "null"...), nil
 		}
-		return appendCompact(b, x)
+		return appendCompact(b, x, html)
 	case []any:
 		if x == nil {
 			return append(b, "null"...), nil
@@ -64,17 +104,27 @@ func Append(b []byte, v any) ([]byte, error) {
 				b = append(b, ',')
 			}
 			var err error
-			if b, err = Append(b, e); err != nil {
+			if b, err = appendValue(b, e, html); err != nil {
 				return b, err
 			}
 		}
 		return append(b, ']'), nil
 	}
-	return appendStd(b, v)
+	return appendStd(b, v, html)
+}
+
+// appendFloat writes f as encoding/json does.
+func appendFloat(b []byte, f float64, html bool) ([]byte, error) {
+	// encoding/json writes 'f' format in [1e-6, 1e21) and 0; other
+	// magnitudes (exponent form) and non-finite values go to it.
+	if a := math.Abs(f); a == 0 || (a >= 1e-6 && a < 1e21) {
+		return strconv.AppendFloat(b, f, 'f', -1, 64), nil
+	}
+	return appendStd(b, f, html)
 }
 
 // appendObject writes m's keys in sorted order, as encoding/json does.
-func appendObject(b []byte, m map[string]any) ([]byte, error) {
+func appendObject(b []byte, m map[string]any, html bool) ([]byte, error) {
 	if m == nil {
 		return append(b, "null"...), nil
 	}
@@ -89,10 +139,10 @@ func appendObject(b []byte, m map[string]any) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = AppendString(b, k)
+		b = appendString(b, k, html)
 		b = append(b, ':')
 		var err error
-		if b, err = Append(b, m[k]); err != nil {
+		if b, err = appendValue(b, m[k], html); err != nil {
 			return b, err
 		}
 	}
@@ -103,6 +153,10 @@ func appendObject(b []byte, m map[string]any) ([]byte, error) {
 // quote, backslash and control characters escaped (the short forms where
 // JSON has one), invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
 func AppendString(b []byte, s string) []byte {
+	return appendString(b, s, false)
+}
+
+func appendString(b []byte, s string, html bool) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
@@ -110,7 +164,7 @@ func AppendString(b []byte, s string) []byte {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			i++
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if c >= 0x20 && c != '"' && c != '\\' && (!html || c != '<' && c != '>' && c != '&') {
 				continue
 			}
 			b = append(b, s[start:i-1]...)
@@ -152,14 +206,15 @@ func AppendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// appendCompact is raw with insignificant space removed, as encoding/json
-// writes a json.RawMessage; an error, as encoding/json's, when raw is not
-// one JSON value.
-func appendCompact(b, raw []byte) ([]byte, error) {
-	if compact(raw) {
+// appendCompact is raw with insignificant space removed (and, HTML
+// escaped, <, >, &, U+2028 and U+2029 escaped), as encoding/json writes a
+// json.RawMessage; an error, as encoding/json's, when raw is not one JSON
+// value.
+func appendCompact(b, raw []byte, html bool) ([]byte, error) {
+	if compact(raw) && (!html || !bytes.ContainsAny(raw, "<>&\u2028\u2029")) {
 		return append(b, raw...), nil
 	}
-	return appendStd(b, json.RawMessage(raw))
+	return appendStd(b, json.RawMessage(raw), html)
 }
 
 // compact reports whether raw is one valid JSON value with no space
@@ -179,8 +234,12 @@ func compact(raw []byte) bool {
 	return json.Valid(raw)
 }
 
-// appendStd is encoding/json's own encoding of v, HTML escaping off.
-func appendStd(b []byte, v any) ([]byte, error) {
+// appendStd is encoding/json's own encoding of v.
+func appendStd(b []byte, v any, html bool) ([]byte, error) {
+	if html {
+		x, err := json.Marshal(v)
+		return append(b, x...), err
+	}
 	buf := bytes.NewBuffer(b)
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)

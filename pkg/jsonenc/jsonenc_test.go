@@ -42,15 +42,28 @@ func TestAppendWritesWhatEncodingJSONWrites(t *testing.T) {
 		"raw with space":   []any{json.RawMessage(" {\"a\" : [ 1 , 2 ]}\n"), json.RawMessage(`"a b"`)},
 		"raw nil":          map[string]any{"n": json.RawMessage(nil)},
 	}
+	cases["html escaped raw"] = []any{json.RawMessage(`{"a":"<x> & \u2028"}`), json.RawMessage("\"\u2029\"")}
 	for name, v := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			want, wantErr := stdJSON(v)
-			got, err := encode(v)
-			if (err != nil) != (wantErr != nil) || got != want && wantErr == nil {
-				t.Errorf("Append = %q, %v\nencoding/json = %q, %v", got, err, want, wantErr)
-			}
+			same(t, v)
 		})
+	}
+}
+
+// same fails t unless Append and AppendHTML write v as encoding/json
+// does without and with HTML escaping.
+func same(t *testing.T, v any) {
+	t.Helper()
+	want, wantErr := stdJSON(v)
+	got, err := encode(v)
+	if (err != nil) != (wantErr != nil) || wantErr == nil && got != want {
+		t.Fatalf("Append = %q, %v\nencoding/json = %q, %v", got, err, want, wantErr)
+	}
+	wantB, wantErr := json.Marshal(v)
+	gotB, err := MarshalHTML(v)
+	if (err != nil) != (wantErr != nil) || wantErr == nil && string(gotB) != string(wantB) {
+		t.Fatalf("MarshalHTML = %q, %v\njson.Marshal = %q, %v", gotB, err, wantB, wantErr)
 	}
 }
 
@@ -67,6 +80,10 @@ func TestAppendRefusesWhatEncodingJSONRefuses(t *testing.T) {
 		_, wantErr := stdJSON(v)
 		if _, err := encode(v); err == nil || err.Error() != wantErr.Error() {
 			t.Errorf("%s: error %v, want %v", name, err, wantErr)
+		}
+		_, wantErr = json.Marshal(v)
+		if _, err := MarshalHTML(v); err == nil || err.Error() != wantErr.Error() {
+			t.Errorf("%s: MarshalHTML error %v, want %v", name, err, wantErr)
 		}
 	}
 }
@@ -86,7 +103,7 @@ func manyKeys(n int) map[string]any {
 }
 
 // FuzzAppend checks arbitrary JSON documents, decoded as the reply
-// maps hold them, against encoding/json.
+// maps hold them, against encoding/json, HTML escaping off and on.
 func FuzzAppend(f *testing.F) {
 	for _, s := range []string{`{"a":"<b>\n","c":[1,2.5,1e300,-0.000001,null,true]}`, `"\u2028\ud800"`, `[{"z":{},"a":[]}]`, `1e-7`} {
 		f.Add(s)
@@ -96,16 +113,8 @@ func FuzzAppend(f *testing.F) {
 		if json.Unmarshal([]byte(doc), &v) != nil {
 			v = doc // not JSON: encode it as a string instead
 		}
-		want, wantErr := stdJSON(v)
-		got, err := encode(v)
-		if (err != nil) != (wantErr != nil) || wantErr == nil && got != want {
-			t.Fatalf("Append = %q, %v\nencoding/json = %q, %v", got, err, want, wantErr)
-		}
+		same(t, v)
 		// The same document as raw bytes, embedded as a reply embeds them.
-		want, wantErr = stdJSON([]any{json.RawMessage(doc)})
-		got, err = encode([]any{json.RawMessage(doc)})
-		if (err != nil) != (wantErr != nil) || wantErr == nil && got != want {
-			t.Fatalf("Append = %q, %v\nencoding/json = %q, %v", got, err, want, wantErr)
-		}
+		same(t, []any{json.RawMessage(doc)})
 	})
 }

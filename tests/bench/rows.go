@@ -10,11 +10,14 @@ import (
 
 // The benchmarks the table reads (names as Parse keeps them).
 const (
-	core1   = "Transitions/engine_core/runs=1"
-	grpc1   = "Transitions/engine/runs=1"
-	core32  = "Transitions/engine_core/runs=32"
-	grpc32  = "Transitions/engine/runs=32"
-	bare32  = "Transitions/bare_cas/runs=32"
+	core1  = "Transitions/engine_core/runs=1"
+	grpc1  = "Transitions/engine/runs=1"
+	core32 = "Transitions/engine_core/runs=32"
+	grpc32 = "Transitions/engine/runs=32"
+	bare32 = "Transitions/bare_cas/runs=32"
+	// noop32 is a health check on the engine's server and connection:
+	// what gRPC itself allocates per call, client and server.
+	noop32  = "Transitions/grpc_noop/runs=32"
 	embed32 = "Transitions/engine_embedded/runs=32"
 	mcpNoop = "MCPFrontDoor/noop-tool/clients=16"
 	mcpDoor = "MCPFrontDoor/execute_step-mcp/clients=16"
@@ -114,6 +117,8 @@ func Rows(r Results) []Row {
 		alongside("CPU per transition through gRPC, 32 runs (client included)", micros, metric(grpc32, "cpu-µs/op")),
 		atMost("allocations per transition, engine core, 32 runs", count, 80, allocs(core32)),
 		atMost("allocations per transition through gRPC, 32 runs (client included)", count, 200, allocs(grpc32)),
+		alongside("allocations of a no-op gRPC call (health check), 32 callers, client and server: gRPC's own", count, allocs(noop32)),
+		alongside("allocations through gRPC less the no-op call's: the engine's and its messages'", count, minus(allocs(grpc32), allocs(noop32))),
 		alongside("go-sdk no-op tool, 16 clients", perSec, calls(mcpNoop)),
 		alongside("MCP door execute_step, 16 clients", perSec, calls(mcpDoor)),
 		atLeast("MCP door ÷ go-sdk no-op tool, calls/s at 16 clients (paired bursts)", ratio, 0.8, metric(mcpPaired, "mcp/noop")),

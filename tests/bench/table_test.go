@@ -70,6 +70,8 @@ func TestEvaluateGivesEachRowItsRangeAndVerdict(t *testing.T) {
 		{"CPU per transition through gRPC, 32 runs (client included)", "341 – 360 µs", "—", "—"},
 		{"allocations per transition, engine core, 32 runs", "168 – 170", "≤ 80", "not met"},
 		{"allocations per transition through gRPC, 32 runs (client included)", "465 – 467", "≤ 200", "not met"},
+		{"allocations of a no-op gRPC call (health check), 32 callers, client and server: gRPC's own", "135 – 136", "—", "—"},
+		{"allocations through gRPC less the no-op call's: the engine's and its messages'", "330 – 332", "—", "—"},
 		{"MCP door ÷ go-sdk no-op tool, calls/s at 16 clients (paired bursts)", "0.60 – 0.85", "≥ 0.80", "met in 1 of 3"},
 		{"MCP door's own allocations per call (its handler − the same gRPC call)", "40 – 120", "≤ 100", "met in 2 of 3"},
 		{"transitions/s through gRPC, 32 runs, 1,000,000 stored runs", "3,000 – 4,000/s", "—", "—"},

@@ -40,6 +40,8 @@ type compiled struct {
 	words map[string]*stepWords
 	// usesRunners is whether a step needs a runner's handler or adapter.
 	usesRunners bool
+	// ordered is Def.Ordered(), built once: read only.
+	ordered []*workflow.Step
 }
 
 // stepWords are the parts of a step's execute_step entry (stepAction)
@@ -68,6 +70,7 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 	}
 	c := &compiled{
 		Def:        &d,
+		ordered:    d.Ordered(),
 		Stored:     rec.Version,
 		Hash:       hashBytes(rec.Definition),
 		input:      map[string]*schema.Schema{},

@@ -69,7 +69,7 @@ func (t *txn) stepReply(command, step string) *realmv1.Reply {
 		}
 		return r
 	}
-	r.ContextHint = fmt.Sprintf("Step '%s' completed. %s", step, t.afterHint(v))
+	r.ContextHint = "Step '" + step + "' completed. " + t.afterHint(v)
 	return r
 }
 

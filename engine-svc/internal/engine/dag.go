@@ -149,7 +149,7 @@ type advanceOpts struct {
 func (t *txn) advance(o advanceOpts) {
 	for changed := true; changed && !t.run.Terminal(); {
 		changed = false
-		for _, s := range t.def.Def.Ordered() {
+		for _, s := range t.def.ordered {
 			if t.run.Terminal() || t.run.PendingGate != nil && s.Execution != workflow.KindGuard {
 				break
 			}
@@ -436,7 +436,7 @@ func (t *txn) decideGuard(s *workflow.Step) {
 func (t *txn) abortRest(kind string) {
 	for changed := true; changed; {
 		changed = false
-		for _, s := range t.def.Def.Ordered() {
+		for _, s := range t.def.ordered {
 			if s.Execution == workflow.KindFinalizer || t.run.StateOf(s.Name) != record.StatePending {
 				continue
 			}
@@ -446,7 +446,7 @@ func (t *txn) abortRest(kind string) {
 			}
 		}
 	}
-	for _, s := range t.def.Def.Ordered() {
+	for _, s := range t.def.ordered {
 		if s.Execution != workflow.KindFinalizer && t.run.StateOf(s.Name) == record.StatePending {
 			t.run.MarkSkipped(s.Name, &record.SkipDetail{Kind: kind})
 		}

@@ -461,7 +461,7 @@ func (e *Engine) drive(ctx context.Context, t *txn) error {
 		if err != nil {
 			return err
 		}
-		t.run, t.outputs = after.run, after.outputs
+		t.run, t.outputs, t.ownOutputs = after.run, after.outputs, after.ownOutputs
 	}
 	return nil
 }

@@ -29,8 +29,10 @@ type effects struct {
 	expiryLine string
 	// expired is the expiry this write carried out, if any.
 	expired *expiry
-	// adopted counts the trace entries an agent step's record took.
-	adopted *[3]int
+	// adopted counts the trace entries an agent step's record took (own,
+	// anonymous, foreign), when hasAdopted; the reply points into it.
+	adopted    [3]int32
+	hasAdopted bool
 	// dispatch are the handler steps this write claimed, to run after it.
 	dispatch []claimed
 	// notes end the hint: outcomes another process kept from the record.

@@ -1,11 +1,11 @@
 package engine
 
 import (
-	"encoding/json"
 	"reflect"
 	"unsafe"
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
+	"github.com/realm-go/realm/pkg/jsonenc"
 )
 
 // encodedMap is a map the transaction has encoded, kept alive with its
@@ -16,7 +16,8 @@ type encodedMap struct {
 	b []byte
 }
 
-// encodeJSON encodes a value the transaction writes, once per map: an
+// encodeJSON encodes a value the transaction writes (as json.Marshal
+// does, without its reflection), once per map: an
 // agent's answer is the step's output, the evidence hash's input and the
 // evidence's input and output summary, and was encoded four times. Maps
 // are memoised by identity; a recorded output or summary is never changed
@@ -24,12 +25,12 @@ type encodedMap struct {
 func (t *txn) encodeJSON(v any) ([]byte, error) {
 	m, ok := v.(map[string]any)
 	if !ok || m == nil {
-		return json.Marshal(v)
+		return jsonenc.MarshalHTML(v)
 	}
 	if b, ok := t.encodedOf(v); ok {
 		return b, nil
 	}
-	b, err := json.Marshal(m)
+	b, err := jsonenc.MarshalHTML(m)
 	if err != nil {
 		return nil, err
 	}
@@ -53,16 +54,9 @@ func (t *txn) encodedOf(v any) ([]byte, bool) {
 }
 
 // encodeEntry encodes an evidence entry, reusing its summaries' bytes when
-// they were encoded already. json.RawMessage is written as is (compacted
-// and HTML-escaped, which bytes from json.Marshal already are), so the
-// entry's bytes are the same as json.Marshal(e).
+// they were encoded already: the entry's bytes are json.Marshal(e).
 func (t *txn) encodeEntry(e *record.Entry) ([]byte, error) {
-	c := *e
-	if b, ok := t.encodedOf(e.InputSummary); ok {
-		c.InputSummary = json.RawMessage(b)
-	}
-	if b, ok := t.encodedOf(e.OutputSummary); ok {
-		c.OutputSummary = json.RawMessage(b)
-	}
-	return json.Marshal(&c)
+	in, _ := t.encodedOf(e.InputSummary)
+	out, _ := t.encodedOf(e.OutputSummary)
+	return e.AppendJSONWith(make([]byte, 0, 512), in, out)
 }

@@ -63,6 +63,11 @@ type Options struct {
 	// finalizer's lease is renewed (a third of the lease): a test-only way
 	// to see renewals without waiting ten seconds.
 	LeaseRenewEvery time.Duration
+	// CheckCache, a test-only check, re-encodes every run the cache hands
+	// out and refuses the act (EngineInternal) when it no longer matches
+	// the document its commit stored: something changed a committed
+	// transaction's run or outputs, which the cache shares.
+	CheckCache bool
 }
 
 // Engine serves every act on runs and workflows. It is safe for concurrent
@@ -90,6 +95,7 @@ type Engine struct {
 	// claimWindow is Options.ClaimWindow (0: the spec's rule).
 	claimWindow     time.Duration
 	leaseRenewEvery time.Duration
+	checkCache      bool
 }
 
 // New returns an Engine.
@@ -124,6 +130,7 @@ func New(o Options) *Engine {
 
 		claimWindow:     o.ClaimWindow,
 		leaseRenewEvery: o.LeaseRenewEvery,
+		checkCache:      o.CheckCache,
 	}
 }
 
@@ -160,7 +167,9 @@ func (e *Engine) Close() { e.conns.Close() }
 // (txn.appendEvidence encodes them).
 func hashBytes(b []byte) string {
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	var h [2 * sha256.Size]byte // on the stack: one allocation, the string's
+	hex.Encode(h[:], sum[:])
+	return string(h[:])
 }
 
 // bounded is a map of at most max entries, safe for concurrent use. It

@@ -264,7 +264,7 @@ func (t *txn) answer(s *workflow.Step, in answerIn) *executed {
 	e.ToolCalls = in.toolCalls
 	trace, summary, own, anon, foreign := t.adoptTrace(s.Name, in.nonce, in.trace)
 	e.Trace, e.TraceSummary = trace, summary
-	t.adopted = &[3]int{own, anon, foreign}
+	t.adopted, t.hasAdopted = [3]int32{int32(own), int32(anon), int32(foreign)}, true
 	if s.Gated() {
 		// The answer is the preview: the step completes when a person
 		// answers its question.

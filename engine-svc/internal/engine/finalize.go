@@ -109,7 +109,7 @@ func (t *txn) stampLedger() {
 		}
 	}
 	rank := 0
-	for _, s := range t.def.Def.Ordered() {
+	for _, s := range t.def.ordered {
 		if s.Execution != workflow.KindFinalizer || !matchesOutcome(s.OnOutcome, phase, failedNonFinal) {
 			continue
 		}

@@ -40,7 +40,7 @@ func (t *txn) view() view {
 	if t.def == nil || t.run.Terminal() || t.run.PendingGate != nil {
 		return v
 	}
-	for _, s := range t.def.Def.Ordered() {
+	for _, s := range t.def.ordered {
 		if s.Execution == workflow.KindFinalizer || t.run.StateOf(s.Name) != record.StatePending {
 			continue
 		}
@@ -337,8 +337,8 @@ func (t *txn) envelope(command string) *realmv1.Reply {
 	if t.hasChained {
 		r.ChainedAutoSteps = t.chainedReply(t.run)
 	}
-	if a := t.adopted; a != nil {
-		r.AdoptedOwn, r.AdoptedAnonymous, r.PreservedForeign = ptr(int32(a[0])), ptr(int32(a[1])), ptr(int32(a[2]))
+	if t.hasAdopted {
+		r.AdoptedOwn, r.AdoptedAnonymous, r.PreservedForeign = &t.adopted[0], &t.adopted[1], &t.adopted[2]
 	}
 	return r
 }

@@ -194,7 +194,7 @@ func (e *Engine) newRun(ctx context.Context, def *compiled, params map[string]an
 	}
 	r.WorkflowContextSnapshots = contextSnapshots(def.Def, ts)
 	r.Normalize()
-	t := &txn{e: e, snap: snap{run: r, def: def, outputs: map[string]any{}, traces: map[string][]byte{}, now: now, base: &store.Snapshot{Version: -1}}, pending: pending{create: true}}
+	t := &txn{e: e, snap: snap{run: r, def: def, outputs: map[string]any{}, traces: map[string][]byte{}, ownOutputs: true, ownTraces: true, now: now, base: &store.Snapshot{Version: -1}}, pending: pending{create: true}}
 	t.caps = e.readCapabilities(ctx, def, r)
 	t.touch()
 	return t
@@ -242,7 +242,7 @@ func (t *txn) createdReply(command string) *realmv1.Reply {
 	case t.endedBy != nil && t.endedBy.arm != record.ArmGuardPassComplete:
 		r.ContextHint = t.guardSentence()
 	case t.lastAuto != "":
-		r.ContextHint = fmt.Sprintf("Step '%s' completed. %s", t.lastAuto, t.afterHint(v))
+		r.ContextHint = "Step '" + t.lastAuto + "' completed. " + t.afterHint(v)
 	default:
 		r.ContextHint = fmt.Sprintf("Run '%s' created for workflow '%s'. %s", t.run.ID, t.run.WorkflowID, t.afterHint(v))
 	}

@@ -84,7 +84,7 @@ func (t *txn) stateExtra(ctx context.Context, includeSteps bool) map[string]any 
 	}
 	if open && t.def != nil {
 		var runnable, refused, guards []any
-		for _, s := range t.def.Def.Ordered() {
+		for _, s := range t.def.ordered {
 			if s.Execution == workflow.KindFinalizer || r.StateOf(s.Name) != record.StatePending {
 				continue
 			}
@@ -323,7 +323,7 @@ func (t *txn) waitingOnAnswer() []string {
 		return nil
 	}
 	var out []string
-	for _, s := range t.def.Def.Ordered() {
+	for _, s := range t.def.ordered {
 		if s.Execution == workflow.KindFinalizer || r.StateOf(s.Name) != record.StatePending {
 			continue
 		}

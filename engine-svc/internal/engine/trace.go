@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -75,6 +76,12 @@ func (t *txn) buffered(step string) []traceEntry {
 func (t *txn) setBuffered(step string, entries []traceEntry) {
 	if t.newTraces == nil {
 		t.newTraces = map[string][]byte{}
+	}
+	if !t.ownTraces {
+		t.traces, t.ownTraces = maps.Clone(t.traces), true
+	}
+	if t.traces == nil {
+		t.traces = map[string][]byte{}
 	}
 	if len(entries) == 0 {
 		t.newTraces[step] = nil

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"time"
 
 	"github.com/realm-go/realm/pkg/condition"
@@ -41,6 +42,10 @@ type snap struct {
 	// traces are the buffered trace entries by step (raw JSON), as this
 	// transaction leaves them.
 	traces map[string][]byte
+	// Both maps start as the cache's own (shared: never changed) and are
+	// copied on the transaction's first change to each (setOutput,
+	// setBuffered) when these are unset.
+	ownOutputs, ownTraces bool
 	// attempts is the refused-answers list (attempts.go).
 	attempts []byte
 	now      time.Time
@@ -89,6 +94,12 @@ func (t *txn) setOutput(step string, v any) {
 		t.newOutputs = map[string]any{}
 	}
 	t.newOutputs[step] = v
+	if !t.ownOutputs {
+		t.outputs, t.ownOutputs = maps.Clone(t.outputs), true
+	}
+	if t.outputs == nil {
+		t.outputs = map[string]any{}
+	}
 	t.outputs[step] = v
 	t.touch()
 }

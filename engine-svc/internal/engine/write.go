@@ -1,11 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -13,6 +13,7 @@ import (
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/pkg/errcode"
+	"github.com/realm-go/realm/pkg/jsonenc"
 )
 
 // The write path: every change to a run is decided on a transaction begun
@@ -216,6 +217,9 @@ type decoded struct {
 	attempts []byte
 	// definition is the definition the run carries (raw JSON), nil if none.
 	definition []byte
+	// committed: the run and outputs are a committed transaction's own,
+	// not decoded from snap (Options.CheckCache compares the two).
+	committed bool
 }
 
 func decode(snap *store.Snapshot) (*decoded, error) {
@@ -259,11 +263,17 @@ func decodeRun(doc []byte, version int64) (*record.Run, error) {
 	return &r, nil
 }
 
-// begin starts a transaction on a decoded snapshot. The run is cloned and
-// the outputs map copied, so the cached copy is never changed; recorded
-// outputs themselves are never changed in place.
+// begin starts a transaction on a decoded snapshot. The run is cloned, and
+// the outputs and traces maps copied on their first change, so the cached
+// copy is never changed; recorded outputs themselves are never changed in
+// place.
 func (e *Engine) begin(ctx context.Context, d *decoded) (*txn, error) {
-	t := &txn{e: e, snap: snap{prior: d.run, run: d.run.Clone(), outputs: maps.Clone(d.outputs), traces: maps.Clone(d.traces), now: e.now(), base: d.snap, wasTerminal: d.run.Terminal(), attempts: d.attempts}}
+	if e.checkCache {
+		if err := checkShared(d); err != nil {
+			return nil, err
+		}
+	}
+	t := &txn{e: e, snap: snap{prior: d.run, run: d.run.Clone(), outputs: d.outputs, traces: d.traces, now: e.now(), base: d.snap, wasTerminal: d.run.Terminal(), attempts: d.attempts}}
 	def, err := e.runDefinition(ctx, d)
 	if err != nil {
 		var missing *errWorkflowMissing
@@ -303,7 +313,33 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 	e.m.write("ok", time.Since(began))
 	e.m.committed(t)
 	e.logCommit(ctx, t, next.Version)
-	e.runs.put(t.run.ID, &decoded{snap: next, run: t.run.Clone(), outputs: maps.Clone(t.outputs), traces: maps.Clone(t.traces), attempts: t.attempts, definition: next.Outputs[definitionField]})
+	// The cache shares the transaction's run and maps rather than copies
+	// of them: after its commit a transaction is only read (the reply is
+	// built from it), and begin copies before any change.
+	e.runs.put(t.run.ID, &decoded{snap: next, run: t.run, outputs: t.outputs, traces: t.traces, attempts: t.attempts, definition: next.Outputs[definitionField], committed: true})
+	return nil
+}
+
+// checkShared is Options.CheckCache: a committed run the cache holds must
+// still encode as the document and outputs its commit stored.
+func checkShared(d *decoded) error {
+	if !d.committed {
+		return nil
+	}
+	doc, err := d.run.AppendJSON(nil)
+	if err != nil || !bytes.Equal(doc, d.snap.Doc) {
+		return errcode.Newf(errcode.EngineInternal, "run %s changed after its commit (version %d): the cache holds\n%s\nthe store\n%s", d.run.ID, d.snap.Version, doc, d.snap.Doc)
+	}
+	for step, v := range d.outputs {
+		stored, ok := d.snap.Outputs[step]
+		if !ok {
+			continue
+		}
+		b, err := jsonenc.MarshalHTML(v)
+		if err != nil || !bytes.Equal(b, stored) {
+			return errcode.Newf(errcode.EngineInternal, "run %s: output of %s changed after its commit: the cache holds %s, the store %s", d.run.ID, step, b, stored)
+		}
+	}
 	return nil
 }
 
@@ -326,11 +362,19 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 	}
 	r.RunPhase = r.Phase()
 	t.index = append(t.index, t.timerIndexChanges()...)
-	doc, err := json.Marshal(r)
+	doc, err := r.AppendJSON(make([]byte, 0, len(t.base.Doc)+256))
 	if err != nil {
 		return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode run: "+err.Error())
 	}
-	c := &store.Change{
+	// The change, the snapshot and the first evidence entries' slice are
+	// one allocation.
+	w := new(struct {
+		c    store.Change
+		next store.Snapshot
+		ev   [2][]byte
+	})
+	c, next := &w.c, &w.next
+	*c = store.Change{
 		RunID:         r.ID,
 		ExpectVersion: expect,
 		NewVersion:    r.Version,
@@ -338,8 +382,9 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 		Index:         t.index,
 		IdemKey:       t.idemKey,
 		IdemExpect:    t.idemExpect,
+		Evidence:      w.ev[:0],
 	}
-	next := &store.Snapshot{
+	*next = store.Snapshot{
 		Version:     r.Version,
 		Doc:         doc,
 		Outputs:     make(map[string][]byte, len(t.base.Outputs)+len(t.newOutputs)),

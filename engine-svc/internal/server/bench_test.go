@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/metrics"
@@ -49,7 +50,37 @@ func BenchmarkTransitions(b *testing.B) {
 		// before its reply, concurrent commits sharing an fsync.
 		b.Run(fmt.Sprintf("engine_embedded/runs=%d", runs), func(b *testing.B) { benchEngineOn(b, "embedded", runs, false) })
 		b.Run(fmt.Sprintf("bare_cas/runs=%d", runs), func(b *testing.B) { benchBareCAS(b, runs) })
+		b.Run(fmt.Sprintf("grpc_noop/runs=%d", runs), func(b *testing.B) { benchGRPCNoop(b, runs) })
 	}
+}
+
+// benchGRPCNoop is gRPC's own share of a transition through it: a health
+// check (a call that does nothing) on the engine's server and connection,
+// from as many callers as engine/runs=N has runs. Its allocations are the
+// transport's, client and server, before any message of ours.
+func benchGRPCNoop(b *testing.B, workers int) {
+	e := setup(b, "redis")
+	c := context.Background()
+	req := &healthpb.HealthCheckRequest{}
+	var done atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done.Add(1) <= int64(b.N) {
+				if _, err := e.health.Check(c, req); err != nil {
+					b.Errorf("health check: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 }
 
 // benchEngine drives transitions through gRPC, or with core set, by calling

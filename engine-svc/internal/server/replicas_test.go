@@ -22,7 +22,7 @@ func replicaOf(t *testing.T, e *env, o engine.Options) *env {
 	t.Helper()
 	st := store.NewRedis(e.rc, store.Options{Prefix: e.prefix, Buckets: 16})
 	reg := registry.New(e.rc, e.prefix, o.Clock, time.Millisecond)
-	o.Store, o.Registry, o.Logger = st, reg, slog.New(slog.DiscardHandler)
+	o.Store, o.Registry, o.Logger, o.CheckCache = st, reg, slog.New(slog.DiscardHandler), true
 	eng := engine.New(o)
 	conn := serve(t, eng, reg)
 	return &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), st: st, rc: e.rc, prefix: e.prefix, eng: eng, clock: e.clock}

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/realm-go/realm/engine-svc/internal/engine"
 	"github.com/realm-go/realm/engine-svc/internal/registry"
@@ -33,6 +35,7 @@ var backends = []string{"redis", "miniredis", "cluster"}
 type env struct {
 	client   realmv1.EngineServiceClient
 	registry realmv1.RegistryServiceClient
+	health   healthpb.HealthClient
 	counter  *store.RoundTripCounter
 	st       *store.Redis
 	rc       redis.UniversalClient
@@ -85,10 +88,10 @@ func setup(t testing.TB, backend string, opts ...setupOption) *env {
 	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16, Counter: counter, PipelineCommits: pipelined})
 	clk := &clock{}
 	reg := registry.New(rc, prefix, clk.Now, time.Millisecond)
-	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: cfg.logger(), Metrics: cfg.metrics, RunnerDialOptions: cfg.runnerDial})
+	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: cfg.logger(), Metrics: cfg.metrics, RunnerDialOptions: cfg.runnerDial, CheckCache: checkCache(t)})
 	conn := serve(t, eng, reg, cfg.server...)
 	t.Cleanup(func() { st.Close() })
-	return &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), counter: counter, st: st, rc: rc, prefix: prefix, eng: eng, clock: clk}
+	return &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), health: healthpb.NewHealthClient(conn), counter: counter, st: st, rc: rc, prefix: prefix, eng: eng, clock: clk}
 }
 
 // realRedis is the real Redis with a key prefix of the test's own, removed
@@ -108,7 +111,7 @@ func engineOn(t testing.TB, st store.Store, rc redis.UniversalClient, prefix str
 	t.Helper()
 	clk := &clock{}
 	reg := registry.New(rc, prefix, clk.Now, time.Millisecond)
-	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: (setupConfig{}).logger()})
+	eng := engine.New(engine.Options{Store: st, Clock: clk.Now, Registry: reg, Logger: (setupConfig{}).logger(), CheckCache: checkCache(t)})
 	conn := serve(t, eng, reg)
 	e := &env{client: realmv1.NewEngineServiceClient(conn), registry: realmv1.NewRegistryServiceClient(conn), rc: rc, prefix: prefix, eng: eng, clock: clk}
 	if r, ok := st.(*store.Redis); ok {
@@ -150,6 +153,7 @@ func serve(t testing.TB, eng *engine.Engine, reg *registry.Registry, opts ...grp
 	gs := grpc.NewServer(opts...)
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
 	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
+	healthpb.RegisterHealthServer(gs, health.NewServer()) // as engine-svc serves it
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -214,4 +218,11 @@ func (e *env) secondClient(t testing.TB) redis.UniversalClient {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// checkCache is engine.Options.CheckCache for every test (a benchmark
+// measures the engine as it runs).
+func checkCache(t testing.TB) bool {
+	_, bench := t.(*testing.B)
+	return !bench
 }

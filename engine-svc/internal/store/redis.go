@@ -518,8 +518,9 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 		return fmt.Errorf("%w: commit id %q is not %d lowercase hex characters", ErrInvalid, commitID, commitIDLen)
 	}
 
-	// The EVALSHA command is built whole, in one slice: its arguments are
-	// neither gathered in pieces nor copied again by the client.
+	// The EVALSHA command is built whole, in one slice (commandArgs): its
+	// arguments are neither gathered in pieces nor copied again by the
+	// client.
 	nKeys := 3 + len(c.Index)
 	if c.IdemKey != "" {
 		nKeys++
@@ -532,9 +533,17 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 			nSets++
 		}
 	}
-	cmd := make([]any, 0, 3+nKeys+12+2*nSets+nDels+len(c.Evidence)+3*len(c.Index))
+	nStr := nKeys + 5 + 2*nSets + nDels + len(c.Index)
+	a := newCommandArgs(3+nKeys+12+2*nSets+nDels+len(c.Evidence)+3*len(c.Index), nStr, 1+nSets+len(c.Evidence), 2, len(c.Index))
 	runKey := r.RunKey(c.RunID)
-	cmd = append(cmd, "evalsha", commitHash, nKeys, runKey, runKey+":out", runKey+":ev")
+	// The outputs and evidence keys are cut from one string.
+	sub := runKey + ":out" + runKey + ":ev"
+	a.lit("evalsha")
+	a.lit(commitHash)
+	a.lit(nKeys)
+	a.str(runKey)
+	a.str(sub[:len(runKey)+4])
+	a.str(sub[len(runKey)+4:])
 	for _, op := range c.Index {
 		if err := validName(op.Index); err != nil {
 			return err
@@ -542,12 +551,12 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 		if !op.Remove && op.Score != op.Score { // NaN: Redis would refuse it mid-script
 			return fmt.Errorf("%w: index %s score is NaN", ErrInvalid, op.Index)
 		}
-		cmd = append(cmd, r.IndexKey(bucket, op.Index))
+		a.str(r.IndexKey(bucket, op.Index))
 	}
 	idemOn, ttlMS := "0", "0"
 	if c.IdemKey != "" {
 		idemOn = "1"
-		cmd = append(cmd, r.IdemKeyName(c.IdemKey))
+		a.str(r.IdemKeyName(c.IdemKey))
 		ttl := c.IdemTTL
 		if ttl == 0 {
 			ttl = r.idemTTL
@@ -556,42 +565,43 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 			ttlMS = strconv.FormatInt(max(ttl.Milliseconds(), 1), 10)
 		}
 	}
-	// The run id is boxed once: it is an argument and the member of
-	// nearly every index op. Versions go as integers, which the client
-	// writes in decimal without a string of their own.
-	id := any(c.RunID)
-	cmd = append(cmd,
-		c.ExpectVersion,
-		c.NewVersion,
-		c.Doc,
-		idemOn, c.IdemExpect, id, ttlMS,
-		nSets, nDels, len(c.Evidence), len(c.Index),
-		commitID,
-	)
+	a.int64(c.ExpectVersion)
+	a.int64(c.NewVersion)
+	a.raw(c.Doc)
+	a.str(idemOn)
+	a.str(c.IdemExpect)
+	a.str(c.RunID)
+	a.str(ttlMS)
+	a.lit(nSets)
+	a.lit(nDels)
+	a.lit(len(c.Evidence))
+	a.lit(len(c.Index))
+	a.str(commitID)
 	for step, out := range c.Outputs {
 		if out != nil {
-			cmd = append(cmd, step, out)
+			a.str(step)
+			a.raw(out)
 		}
 	}
 	for step, out := range c.Outputs {
 		if out == nil {
-			cmd = append(cmd, step)
+			a.str(step)
 		}
 	}
 	for _, e := range c.Evidence {
-		cmd = append(cmd, e)
+		a.raw(e)
 	}
 	for _, op := range c.Index {
-		member := id
-		if op.Member != c.RunID {
-			member = op.Member
-		}
 		if op.Remove {
-			cmd = append(cmd, "r", "0", member)
+			a.lit("r")
+			a.lit("0")
 		} else {
-			cmd = append(cmd, "a", strconv.FormatFloat(op.Score, 'f', -1, 64), member)
+			a.lit("a")
+			a.float64(op.Score)
 		}
+		a.str(op.Member)
 	}
+	cmd := a.v
 
 	if r.waitN > 0 {
 		return r.settle(ctx, c.RunID, func(ctx context.Context) error {
@@ -747,7 +757,9 @@ func (r *Redis) commitWaiting(ctx context.Context, runID, runKey string, evalsha
 func newCommitID() string {
 	var b [commitIDLen / 2]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return hex.EncodeToString(b[:])
+	var h [commitIDLen]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
 
 // commitResult turns the commit script's reply into nil or a conflict.

@@ -78,8 +78,8 @@ var ErrOutcomeUnknown = errors.New("the store did not answer, so whether the wri
 
 // IsConflict reports whether err is a *ConflictError.
 func IsConflict(err error) bool {
-	var c *ConflictError
-	return errors.As(err, &c)
+	_, ok := errors.AsType[*ConflictError](err) // errors.As's target would be allocated on every commit
+	return ok
 }
 
 // Snapshot is one read of a run: its version, document and step outputs.
