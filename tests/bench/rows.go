@@ -15,8 +15,9 @@ const (
 	core32 = "Transitions/engine_core/runs=32"
 	grpc32 = "Transitions/engine/runs=32"
 	bare32 = "Transitions/bare_cas/runs=32"
-	// noop32 is a health check on the engine's server and connection:
-	// what gRPC itself allocates per call, client and server.
+	// noop1 and noop32 are a health check on the engine's server and
+	// connection: what gRPC itself costs per call, client and server.
+	noop1   = "Transitions/grpc_noop/runs=1"
 	noop32  = "Transitions/grpc_noop/runs=32"
 	embed32 = "Transitions/engine_embedded/runs=32"
 	mcpNoop = "MCPFrontDoor/noop-tool/clients=16"
@@ -113,6 +114,7 @@ func Rows(r Results) []Row {
 		atLeast("engine core ÷ bare script, 32 runs", ratio, 0.5, quotient(tps(core32), tps(bare32))),
 		atLeast("engine through gRPC ÷ bare script, 32 runs", ratio, 0.33, quotient(tps(grpc32), tps(bare32))),
 		atMost("gRPC's added p50 at 1 run (engine − engine core)", millis, 100, minus(metric(grpc1, "p50-µs"), metric(core1, "p50-µs"))),
+		alongside("a no-op gRPC call's p50, 1 caller (the transport's round trip)", millis, metric(noop1, "p50-µs")),
 		atMost("CPU per transition, engine core, 32 runs (process user+sys)", micros, 60, metric(core32, "cpu-µs/op")),
 		alongside("CPU per transition through gRPC, 32 runs (client included)", micros, metric(grpc32, "cpu-µs/op")),
 		atMost("allocations per transition, engine core, 32 runs", count, 80, allocs(core32)),

@@ -66,6 +66,7 @@ func TestEvaluateGivesEachRowItsRangeAndVerdict(t *testing.T) {
 		{"engine core ÷ bare script, 32 runs", "0.25 – 0.50", "≥ 0.50", "met in 1 of 3"},
 		{"engine through gRPC ÷ bare script, 32 runs", "0.10 – 0.12", "≥ 0.33", "not met"},
 		{"gRPC's added p50 at 1 run (engine − engine core)", "0.07 – 0.35 ms", "≤ 0.10 ms", "met in 2 of 3"},
+		{"a no-op gRPC call's p50, 1 caller (the transport's round trip)", "0.04 ms", "—", "—"},
 		{"CPU per transition, engine core, 32 runs (process user+sys)", "129 – 140 µs", "≤ 60 µs", "not met"},
 		{"CPU per transition through gRPC, 32 runs (client included)", "341 – 360 µs", "—", "—"},
 		{"allocations per transition, engine core, 32 runs", "168 – 170", "≤ 80", "not met"},

@@ -56,30 +56,39 @@ func BenchmarkTransitions(b *testing.B) {
 
 // benchGRPCNoop is gRPC's own share of a transition through it: a health
 // check (a call that does nothing) on the engine's server and connection,
-// from as many callers as engine/runs=N has runs. Its allocations are the
-// transport's, client and server, before any message of ours.
+// from as many callers as engine/runs=N has runs. Its allocations and
+// latency are the transport's, client and server, before any message of
+// ours.
 func benchGRPCNoop(b *testing.B, workers int) {
 	e := setup(b, "redis")
 	c := context.Background()
 	req := &healthpb.HealthCheckRequest{}
 	var done atomic.Int64
+	lat := make([][]time.Duration, workers)
 	b.ReportAllocs()
 	b.ResetTimer()
 	var wg sync.WaitGroup
-	for range workers {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for done.Add(1) <= int64(b.N) {
+				t0 := time.Now()
 				if _, err := e.health.Check(c, req); err != nil {
 					b.Errorf("health check: %v", err)
 					return
 				}
+				lat[w] = append(lat[w], time.Since(t0))
 			}
 		}()
 	}
 	wg.Wait()
 	b.StopTimer()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 }
 
