@@ -139,7 +139,7 @@ func measure(ctx context.Context, cfg config, outPath string, quick bool) error 
 	}
 	for round := 1; round <= cfg.rounds && strings.Contains(cfg.parts, "rounds"); round++ {
 		for _, j := range []job{
-			{label: "engine transitions, 1 and 32 runs: engine, engine core, bare script, no-op gRPC call", bin: bins["engine"], bench: "Transitions/^(engine|engine_core|bare_cas|grpc_noop)$/", n: cfg.transitions},
+			{label: "engine transitions, 1 and 32 runs: engine, engine core, bare script, no-op gRPC call; at 1 run, a PING through gRPC and alone, the engine on one P", bin: bins["engine"], bench: "Transitions/^(engine|engine_core|bare_cas|grpc_noop|grpc_ping|redis_ping|engine_1p|engine_core_1p)$/", n: cfg.transitions},
 			{label: "embedded store, 32 runs", bin: bins["engine"], bench: "Transitions/^engine_embedded$/^runs=32$", n: cfg.transitions},
 			{label: "MCP door and go-sdk no-op tool, 16 clients (rows, and the paired ratio)", bin: bins["mcp"], bench: "MCPFrontDoor//^clients=16$", n: cfg.mcpCalls},
 			// door-own runs alone: run just after other rows its absolute

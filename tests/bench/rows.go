@@ -17,11 +17,18 @@ const (
 	bare32 = "Transitions/bare_cas/runs=32"
 	// noop1 and noop32 are a health check on the engine's server and
 	// connection: what gRPC itself costs per call, client and server.
-	noop1   = "Transitions/grpc_noop/runs=1"
-	noop32  = "Transitions/grpc_noop/runs=32"
-	embed32 = "Transitions/engine_embedded/runs=32"
-	mcpNoop = "MCPFrontDoor/noop-tool/clients=16"
-	mcpDoor = "MCPFrontDoor/execute_step-mcp/clients=16"
+	noop1 = "Transitions/grpc_noop/runs=1"
+	// ping1 is a health check whose server first sends one Redis PING,
+	// redisPing1 the PING alone; core1p and grpc1p are the 1-run pair on
+	// one P (GOMAXPROCS 1).
+	ping1      = "Transitions/grpc_ping/runs=1"
+	redisPing1 = "Transitions/redis_ping/runs=1"
+	core1p     = "Transitions/engine_core_1p/runs=1"
+	grpc1p     = "Transitions/engine_1p/runs=1"
+	noop32     = "Transitions/grpc_noop/runs=32"
+	embed32    = "Transitions/engine_embedded/runs=32"
+	mcpNoop    = "MCPFrontDoor/noop-tool/clients=16"
+	mcpDoor    = "MCPFrontDoor/execute_step-mcp/clients=16"
 	// mcpPaired alternates bursts of the no-op tool and the door, so the
 	// machine's load falls on both alike; mcpOwn counts the door's own
 	// allocations (calls through its handler minus the same gRPC calls).
@@ -115,6 +122,8 @@ func Rows(r Results) []Row {
 		atLeast("engine through gRPC ÷ bare script, 32 runs", ratio, 0.33, quotient(tps(grpc32), tps(bare32))),
 		atMost("gRPC's added p50 at 1 run (engine − engine core)", millis, 100, minus(metric(grpc1, "p50-µs"), metric(core1, "p50-µs"))),
 		alongside("a no-op gRPC call's p50, 1 caller (the transport's round trip)", millis, metric(noop1, "p50-µs")),
+		alongside("gRPC's added p50 for a handler that waits on one Redis PING (no code of ours)", millis, minus(metric(ping1, "p50-µs"), metric(redisPing1, "p50-µs"))),
+		alongside("gRPC's added p50 at 1 run on one P (GOMAXPROCS 1: no thread wake-ups)", millis, minus(metric(grpc1p, "p50-µs"), metric(core1p, "p50-µs"))),
 		atMost("CPU per transition, engine core, 32 runs (process user+sys)", micros, 60, metric(core32, "cpu-µs/op")),
 		alongside("CPU per transition through gRPC, 32 runs (client included)", micros, metric(grpc32, "cpu-µs/op")),
 		atMost("allocations per transition, engine core, 32 runs", count, 80, allocs(core32)),

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -50,17 +52,67 @@ func BenchmarkTransitions(b *testing.B) {
 		// before its reply, concurrent commits sharing an fsync.
 		b.Run(fmt.Sprintf("engine_embedded/runs=%d", runs), func(b *testing.B) { benchEngineOn(b, "embedded", runs, false) })
 		b.Run(fmt.Sprintf("bare_cas/runs=%d", runs), func(b *testing.B) { benchBareCAS(b, runs) })
-		b.Run(fmt.Sprintf("grpc_noop/runs=%d", runs), func(b *testing.B) { benchGRPCNoop(b, runs) })
+		b.Run(fmt.Sprintf("grpc_noop/runs=%d", runs), func(b *testing.B) { benchGRPCNoop(b, runs, false) })
 	}
+	// What gRPC adds to a call whose handler waits on Redis, with no code
+	// of ours in it: a health check that first sends one PING, against the
+	// same PING sent directly (the pair engine − engine_core is measured
+	// as).
+	b.Run("grpc_ping/runs=1", func(b *testing.B) { benchGRPCNoop(b, 1, true) })
+	b.Run("redis_ping/runs=1", benchRedisPing)
+	// The 1-run pair again on one P: client, server and engine share one
+	// thread, so no call waits for the OS to wake another (the rest of
+	// gRPC's added p50 at 1 run is those wake-ups).
+	b.Run("engine_1p/runs=1", func(b *testing.B) { onOneP(b, func() { benchEngine(b, 1, false) }) })
+	b.Run("engine_core_1p/runs=1", func(b *testing.B) { onOneP(b, func() { benchEngine(b, 1, true) }) })
+}
+
+// onOneP runs f with GOMAXPROCS 1.
+func onOneP(b *testing.B, f func()) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	f()
+}
+
+// benchRedisPing is one caller sending PINGs to the Redis the engine
+// uses: the handler of grpc_ping without gRPC.
+func benchRedisPing(b *testing.B) {
+	e := setup(b, "redis")
+	c := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if err := e.rc.Ping(c).Err(); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 }
 
 // benchGRPCNoop is gRPC's own share of a transition through it: a health
 // check (a call that does nothing) on the engine's server and connection,
 // from as many callers as engine/runs=N has runs. Its allocations and
 // latency are the transport's, client and server, before any message of
-// ours.
-func benchGRPCNoop(b *testing.B, workers int) {
-	e := setup(b, "redis")
+// ours. With ping, the server sends one Redis PING before it answers.
+func benchGRPCNoop(b *testing.B, workers int, ping bool) {
+	var opts []setupOption
+	var rc redis.UniversalClient
+	if ping {
+		opts = append(opts, func(c *setupConfig) {
+			c.server = append(c.server, grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				if err := rc.Ping(ctx).Err(); err != nil {
+					return nil, err
+				}
+				return h(ctx, req)
+			}))
+		})
+	}
+	e := setup(b, "redis", opts...)
+	rc = e.rc
 	c := context.Background()
 	req := &healthpb.HealthCheckRequest{}
 	var done atomic.Int64
