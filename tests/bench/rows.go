@@ -126,6 +126,7 @@ func Rows(r Results) []Row {
 		alongside("gRPC's added p50 at 1 run on one P (GOMAXPROCS 1: no thread wake-ups)", millis, minus(metric(grpc1p, "p50-µs"), metric(core1p, "p50-µs"))),
 		atMost("CPU per transition, engine core, 32 runs (process user+sys)", micros, 60, metric(core32, "cpu-µs/op")),
 		alongside("CPU per transition through gRPC, 32 runs (client included)", micros, metric(grpc32, "cpu-µs/op")),
+		alongside("CPU per no-op gRPC call, 32 callers (client and server): gRPC's own", micros, metric(noop32, "cpu-µs/op")),
 		atMost("allocations per transition, engine core, 32 runs", count, 80, allocs(core32)),
 		atMost("allocations per transition through gRPC, 32 runs (client included)", count, 200, allocs(grpc32)),
 		alongside("allocations of a no-op gRPC call (health check), 32 callers, client and server: gRPC's own", count, allocs(noop32)),

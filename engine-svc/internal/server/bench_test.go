@@ -118,6 +118,7 @@ func benchGRPCNoop(b *testing.B, workers int, ping bool) {
 	var done atomic.Int64
 	lat := make([][]time.Duration, workers)
 	b.ReportAllocs()
+	cpu0 := processCPU()
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -136,6 +137,9 @@ func benchGRPCNoop(b *testing.B, workers int, ping bool) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	if cpu := processCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+	}
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	if len(all) > 0 {
