@@ -17,6 +17,8 @@ func FuzzCompile(f *testing.F) {
 	f.Add(`{"$ref":"https://example.com/s.json"}`, `{}`)
 	f.Add(`{"type":"banana"}`, `null`)
 	f.Add(`true`, `{}`)
+	f.Add(`{"type":"object","required":["n"],"properties":{"n":{"type":"integer"},"note":{"type":"string","description":"d"},"ok":{"type":"boolean"},"x":{"type":"number"}},"additionalProperties":false}`, `{"n":1.0,"note":"x","ok":true,"x":-0.5}`)
+	f.Add(`{"type":"object","properties":{"n":{"type":"integer"}}}`, `{"n":1.5,"other":[1]}`)
 	f.Fuzz(func(t *testing.T, block, instance string) {
 		var doc any
 		if json.Unmarshal([]byte(block), &doc) != nil {
@@ -49,6 +51,12 @@ func FuzzCompile(f *testing.F) {
 		var inst any
 		if json.Unmarshal([]byte(instance), &inst) != nil {
 			return
+		}
+		if s.flat != nil {
+			inst := s.instance(inst)
+			if fast, lib := s.flat.valid(inst), s.compiled.Validate(inst) == nil; fast != lib {
+				t.Fatalf("flat check %v, validator %v, for %s against %s", fast, lib, instance, block)
+			}
 		}
 		errs := s.Validate(inst)
 		if (len(errs) == 0) != Valid(s, inst) {

@@ -33,6 +33,7 @@ type Schema struct {
 	compiled *jsonschema.Schema
 	index    map[string]map[string]any // santhosh fragment → schema object
 	order    map[string]map[string]int // santhosh fragment → property rank
+	flat     *flat                     // non-nil: valid values are decided without the validator (flat.go)
 }
 
 // Error is one validation error in Ajv's shape.
@@ -68,7 +69,11 @@ func Valid(s *Schema, v any) bool {
 	if s == nil {
 		return true
 	}
-	return s.compiled.Validate(s.instance(v)) == nil
+	inst := s.instance(v)
+	if s.flat != nil && s.flat.valid(inst) {
+		return true
+	}
+	return s.compiled.Validate(inst) == nil
 }
 
 // Compile checks block value v (decoded JSON or YAML) against the strict
@@ -98,7 +103,7 @@ func Compile(block string, v any) (*Schema, []Problem) {
 		// The dialect checks should have caught it; say what the validator said.
 		return nil, append(c.problems, Problem{Severity: SeverityError, Message: fmt.Sprintf("'%s' is not a valid JSON Schema — %s. %s — fix the schema, or remove it.", block, oneLine(err), consequenceOf(block))})
 	}
-	s := &Schema{block: block, raw: doc, compiled: compiled, index: c.index, order: map[string]map[string]int{}}
+	s := &Schema{block: block, raw: doc, compiled: compiled, index: c.index, order: map[string]map[string]int{}, flat: flatOf(doc)}
 	for ptr, obj := range c.index {
 		s.order[ptr] = propertyOrder(obj)
 	}
@@ -132,6 +137,9 @@ func (s *Schema) Validate(v any) []Error {
 		return nil
 	}
 	inst := s.instance(v)
+	if s.flat != nil && s.flat.valid(inst) {
+		return nil
+	}
 	err := s.compiled.Validate(inst)
 	if err == nil {
 		return nil
