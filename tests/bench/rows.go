@@ -141,6 +141,9 @@ func Rows(r Results) []Row {
 	for _, n := range sizes {
 		rows = append(rows, alongside(fmt.Sprintf("transitions/s through gRPC, 32 runs, %s stored runs", thousands(float64(n))), perSec, tps(stored+strconv.Itoa(n))))
 	}
+	for _, n := range sizes {
+		rows = append(rows, alongside(fmt.Sprintf("Redis's own time per commit script, %s stored runs (INFO commandstats)", thousands(float64(n))), micros, metric(stored+strconv.Itoa(n), "redis-µs/commit")))
+	}
 	if len(sizes) > 0 {
 		small := stored + strconv.Itoa(sizes[0])
 		for _, n := range sizes[1:] {
