@@ -154,7 +154,7 @@ func (t *txn) advanceReply(command string, req *realmv1.AdvanceRunRequest, out a
 		r.ContextHint = fmt.Sprintf("Run '%s': nothing ran. %s", t.run.ID, t.afterHint(v))
 	default:
 		last := t.chained[len(t.chained)-1].step
-		r.ContextHint = "Step '" + last + "' completed. " + t.afterHint(v)
+		r.ContextHint = t.completedHint(last, v)
 	}
 	// From advance_run, guards lists only a guard that ended the run.
 	if t.endedBy == nil {

@@ -69,7 +69,7 @@ func (t *txn) stepReply(command, step string) *realmv1.Reply {
 		}
 		return r
 	}
-	r.ContextHint = "Step '" + step + "' completed. " + t.afterHint(v)
+	r.ContextHint = t.completedHint(step, v)
 	return r
 }
 

@@ -242,7 +242,7 @@ func (t *txn) createdReply(command string) *realmv1.Reply {
 	case t.endedBy != nil && t.endedBy.arm != record.ArmGuardPassComplete:
 		r.ContextHint = t.guardSentence()
 	case t.lastAuto != "":
-		r.ContextHint = "Step '" + t.lastAuto + "' completed. " + t.afterHint(v)
+		r.ContextHint = t.completedHint(t.lastAuto, v)
 	default:
 		r.ContextHint = fmt.Sprintf("Run '%s' created for workflow '%s'. %s", t.run.ID, t.run.WorkflowID, t.afterHint(v))
 	}
@@ -250,6 +250,12 @@ func (t *txn) createdReply(command string) *realmv1.Reply {
 		r.ContextHint += fmt.Sprintf(" This run supersedes run '%s' under the same idempotency key (on_terminal_match).", t.run.RerunOf)
 	}
 	return r
+}
+
+// completedHint is the context hint after step completed: the sentence
+// and what the run waits on next.
+func (t *txn) completedHint(step string, v view) string {
+	return "Step '" + step + "' completed. " + t.afterHint(v)
 }
 
 // afterHint says what comes next, or how the run ended.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/realm-go/realm/pkg/errcode"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -77,12 +76,7 @@ func (t *txn) setBuffered(step string, entries []traceEntry) {
 	if t.newTraces == nil {
 		t.newTraces = map[string][]byte{}
 	}
-	if !t.ownTraces {
-		t.traces, t.ownTraces = maps.Clone(t.traces), true
-	}
-	if t.traces == nil {
-		t.traces = map[string][]byte{}
-	}
+	t.traces = owned(t.traces, &t.ownTraces)
 	if len(entries) == 0 {
 		t.newTraces[step] = nil
 		delete(t.traces, step)

@@ -88,18 +88,25 @@ func (t *txn) touch() {
 	t.scopeCache = nil
 }
 
+// owned is m, copied first unless *own says the transaction copied it
+// already (snap's outputs and traces start as the cache's).
+func owned[V any](m map[string]V, own *bool) map[string]V {
+	if !*own {
+		m, *own = maps.Clone(m), true
+	}
+	if m == nil {
+		m = map[string]V{}
+	}
+	return m
+}
+
 // setOutput records a step's output.
 func (t *txn) setOutput(step string, v any) {
 	if t.newOutputs == nil {
 		t.newOutputs = map[string]any{}
 	}
 	t.newOutputs[step] = v
-	if !t.ownOutputs {
-		t.outputs, t.ownOutputs = maps.Clone(t.outputs), true
-	}
-	if t.outputs == nil {
-		t.outputs = map[string]any{}
-	}
+	t.outputs = owned(t.outputs, &t.ownOutputs)
 	t.outputs[step] = v
 	t.touch()
 }

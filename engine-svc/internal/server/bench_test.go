@@ -80,6 +80,7 @@ func benchRedisPing(b *testing.B) {
 	c := context.Background()
 	lat := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
+	cpu0 := processCPU()
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
@@ -89,8 +90,7 @@ func benchRedisPing(b *testing.B) {
 		lat = append(lat, time.Since(t0))
 	}
 	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	reportTimed(b, [][]time.Duration{lat}, processCPU()-cpu0, "calls/s")
 }
 
 // benchGRPCNoop is gRPC's own share of a transition through it: a health
@@ -137,15 +137,7 @@ func benchGRPCNoop(b *testing.B, workers int, ping bool) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	if cpu := processCPU() - cpu0; cpu > 0 {
-		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
-	}
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	if len(all) > 0 {
-		b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+	reportTimed(b, lat, processCPU()-cpu0, "calls/s")
 }
 
 // benchEngine drives transitions through gRPC, or with core set, by calling
@@ -225,19 +217,25 @@ func driveTransitions(b *testing.B, e *env, workers int, core bool) []string {
 	}
 	wg.Wait()
 	b.StopTimer()
-	cpu := processCPU() - cpu0
+	reportTimed(b, lat, processCPU()-cpu0, "transitions/s")
+	b.ReportMetric(float64(e.counter.Count())/float64(b.N), "roundtrips/op")
+	return runIDs
+}
+
+// reportTimed reports a timed loop's p50 and p99 latency (each worker's
+// latencies in lat), the process's CPU per operation and the rate, per
+// second, under rate's unit.
+func reportTimed(b *testing.B, lat [][]time.Duration, cpu time.Duration, rate string) {
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	if len(all) > 0 {
 		b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
 		b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 	}
-	b.ReportMetric(float64(e.counter.Count())/float64(b.N), "roundtrips/op")
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transitions/s")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), rate)
 	if cpu > 0 {
 		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 	}
-	return runIDs
 }
 
 // benchBareCAS is the floor: each worker compare-and-sets its own key with

@@ -171,10 +171,10 @@ func (r *Redis) inventory(ctx context.Context) (*keyInventory, error) {
 				continue
 			}
 			switch {
-			case strings.HasSuffix(id, ":out"):
-				inv.outputs[strings.TrimSuffix(id, ":out")] = k
-			case strings.HasSuffix(id, ":ev"):
-				inv.ev[strings.TrimSuffix(id, ":ev")] = k
+			case strings.HasSuffix(id, outputsSuffix):
+				inv.outputs[strings.TrimSuffix(id, outputsSuffix)] = k
+			case strings.HasSuffix(id, evidenceSuffix):
+				inv.ev[strings.TrimSuffix(id, evidenceSuffix)] = k
 			case !strings.Contains(id, ":"):
 				inv.docs[id] = true
 			}

@@ -295,11 +295,27 @@ func (r *Redis) keysOf(bucket int) []string {
 // RunKey is the hash holding a run's version and document.
 func (r *Redis) RunKey(runID string) string { return r.tag(r.BucketOf(runID)) + "run:" + runID }
 
+// A run's outputs hash and evidence list are its run key with these
+// suffixes.
+const (
+	outputsSuffix  = ":out"
+	evidenceSuffix = ":ev"
+)
+
 // OutputsKey is the hash of a run's step outputs.
-func (r *Redis) OutputsKey(runID string) string { return r.RunKey(runID) + ":out" }
+func (r *Redis) OutputsKey(runID string) string { return r.RunKey(runID) + outputsSuffix }
 
 // EvidenceKey is the list of a run's evidence entries.
-func (r *Redis) EvidenceKey(runID string) string { return r.RunKey(runID) + ":ev" }
+func (r *Redis) EvidenceKey(runID string) string { return r.RunKey(runID) + evidenceSuffix }
+
+// runKeys are a run's three keys; the outputs and evidence keys are cut
+// from one string (a commit names all three).
+func (r *Redis) runKeys(runID string) (run, outputs, evidence string) {
+	run = r.RunKey(runID)
+	both := run + outputsSuffix + run + evidenceSuffix
+	cut := len(run) + len(outputsSuffix)
+	return run, both[:cut], both[cut:]
+}
 
 // IdemKeyName is the string holding the run id an idempotency key points at.
 func (r *Redis) IdemKeyName(key string) string {
@@ -393,8 +409,8 @@ func (r *Redis) loadOnce(ctx context.Context, runID string, atomic bool) (*Snaps
 	)
 	read := func(p redis.Pipeliner) error {
 		head = p.HMGet(ctx, runKey, "v", "doc")
-		outs = p.HGetAll(ctx, runKey+":out")
-		evn = p.LLen(ctx, runKey+":ev")
+		outs = p.HGetAll(ctx, runKey+outputsSuffix)
+		evn = p.LLen(ctx, runKey+evidenceSuffix)
 		tail = p.HGet(ctx, runKey, "v")
 		return nil
 	}
@@ -535,15 +551,13 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 	}
 	nStr := nKeys + 5 + 2*nSets + nDels + len(c.Index)
 	a := newCommandArgs(3+nKeys+12+2*nSets+nDels+len(c.Evidence)+3*len(c.Index), nStr, 1+nSets+len(c.Evidence), 2, len(c.Index))
-	runKey := r.RunKey(c.RunID)
-	// The outputs and evidence keys are cut from one string.
-	sub := runKey + ":out" + runKey + ":ev"
+	runKey, outKey, evKey := r.runKeys(c.RunID)
 	a.lit("evalsha")
 	a.lit(commitHash)
 	a.lit(nKeys)
 	a.str(runKey)
-	a.str(sub[:len(runKey)+4])
-	a.str(sub[len(runKey)+4:])
+	a.str(outKey)
+	a.str(evKey)
 	for _, op := range c.Index {
 		if err := validName(op.Index); err != nil {
 			return err
@@ -813,7 +827,7 @@ func (r *Redis) Evidence(ctx context.Context, runID string, start, stop int64) (
 	)
 	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		exists = p.HExists(ctx, runKey, "v")
-		rng = p.LRange(ctx, runKey+":ev", start, stop)
+		rng = p.LRange(ctx, runKey+evidenceSuffix, start, stop)
 		return nil
 	})
 	if err != nil {
@@ -861,9 +875,9 @@ func (r *Redis) DeleteRun(ctx context.Context, runID, key string, expect int64) 
 	if err := r.ensureMeta(ctx); err != nil {
 		return err
 	}
-	runKey := r.RunKey(runID)
+	runKey, outKey, evKey := r.runKeys(runID)
 	bucket := r.BucketOf(runID)
-	keys := []string{runKey, runKey + ":out", runKey + ":ev"}
+	keys := []string{runKey, outKey, evKey}
 	for _, ix := range r.runIndexes {
 		keys = append(keys, r.IndexKey(bucket, ix))
 	}

@@ -297,10 +297,10 @@ func (r *Redis) sideResidue(ctx context.Context, keys []string) ([]Residue, erro
 			continue
 		}
 		switch {
-		case strings.HasSuffix(id, ":out"):
-			found = append(found, Residue{Kind: ResidueOutputs, RunID: strings.TrimSuffix(id, ":out"), Key: k})
-		case strings.HasSuffix(id, ":ev"):
-			found = append(found, Residue{Kind: ResidueEvidence, RunID: strings.TrimSuffix(id, ":ev"), Key: k})
+		case strings.HasSuffix(id, outputsSuffix):
+			found = append(found, Residue{Kind: ResidueOutputs, RunID: strings.TrimSuffix(id, outputsSuffix), Key: k})
+		case strings.HasSuffix(id, evidenceSuffix):
+			found = append(found, Residue{Kind: ResidueEvidence, RunID: strings.TrimSuffix(id, evidenceSuffix), Key: k})
 		}
 	}
 	if len(idem) == 0 {
