@@ -79,7 +79,7 @@ func run(log *slog.Logger) error {
 	buckets := flag.Int("buckets", 256, "run buckets of a new store (fixed once created)")
 	keepVersions := flag.Int("keep-workflow-versions", store.DefaultKeepWorkflowVersions, "versions of each workflow kept (the newest); a registration deletes older ones (0: keep every version)")
 	grace := flag.Duration("shutdown-grace", 60*time.Second, "how long in-flight calls may finish on shutdown")
-	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often the sweeper carries out expired gates that declare on_expiry, frees the stale claims of idempotent steps and drains cleanup no process is delivering (0 turns it off)")
+	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often the sweeper carries out expired gates that declare on_expiry, frees the stale claims of idempotent steps, drains cleanup no process is delivering and packs runs that ended a minute ago or more (0 turns it off)")
 	prefix := flag.String("redis-prefix", "realm", "prefix of every Redis key (several stacks can share one Redis)")
 	// Testing only, left out of -help: claims go stale after this instead
 	// of the spec's window (at least 15 minutes), so a test can see a dead

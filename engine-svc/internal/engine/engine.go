@@ -68,6 +68,9 @@ type Options struct {
 	// the document its commit stored: something changed a committed
 	// transaction's run or outputs, which the cache shares.
 	CheckCache bool
+	// PackAfter is how long an ended run that owes nothing rests before
+	// SweepPack packs it (0: DefaultPackAfter).
+	PackAfter time.Duration
 }
 
 // Engine serves every act on runs and workflows. It is safe for concurrent
@@ -96,6 +99,7 @@ type Engine struct {
 	claimWindow     time.Duration
 	leaseRenewEvery time.Duration
 	checkCache      bool
+	packAfter       time.Duration
 }
 
 // New returns an Engine.
@@ -108,6 +112,9 @@ func New(o Options) *Engine {
 	}
 	if o.DefinitionTTL == 0 {
 		o.DefinitionTTL = 2 * time.Second
+	}
+	if o.PackAfter == 0 {
+		o.PackAfter = DefaultPackAfter
 	}
 	if o.RunCacheSize == 0 {
 		o.RunCacheSize = 4096
@@ -131,6 +138,7 @@ func New(o Options) *Engine {
 		claimWindow:     o.ClaimWindow,
 		leaseRenewEvery: o.LeaseRenewEvery,
 		checkCache:      o.CheckCache,
+		packAfter:       o.PackAfter,
 	}
 }
 

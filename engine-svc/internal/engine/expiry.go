@@ -186,8 +186,10 @@ func (e *Engine) SweepExpired(ctx context.Context, limit int) (int, error) {
 }
 
 // RunSweeper sweeps every interval until ctx ends: expired questions,
-// stale claims of idempotent steps, then ended runs whose cleanup no
-// process is delivering. The caller owns it.
+// stale claims of idempotent steps, ended runs whose cleanup no process is
+// delivering, then rested ended runs to pack (up to packPages pages of
+// 500 a turn, so packing keeps up with thousands of runs ending a
+// second). The caller owns it.
 func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
 	ticking(ctx, interval, func() bool {
 		if _, err := e.SweepExpired(ctx, 500); err != nil && ctx.Err() == nil {
@@ -198,6 +200,15 @@ func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration) {
 		}
 		if _, err := e.SweepFinalizers(ctx, 500); err != nil && ctx.Err() == nil {
 			e.log.Warn("finalizers sweep failed", slog.Any("err", err))
+		}
+		for range packPages {
+			n, err := e.SweepPack(ctx, 500)
+			if err != nil && ctx.Err() == nil {
+				e.log.Warn("pack sweep failed", slog.Any("err", err))
+			}
+			if n < 500 {
+				break
+			}
 		}
 		return true
 	})

@@ -33,6 +33,8 @@ type storedRun struct {
 	run *record.Run
 	// storedPhase is run_phase as the document says it.
 	storedPhase string
+	// packed: the run is stored packed, so out of store.IndexPack.
+	packed bool
 }
 
 // maintainedRuns is the store's maintenance side and every stored run,
@@ -70,7 +72,7 @@ func decodeStored(docs []store.StoredRun) ([]storedRun, error) {
 		stored := r.RunPhase
 		r.Version = d.Version
 		r.Normalize()
-		out = append(out, storedRun{run: &r, storedPhase: stored})
+		out = append(out, storedRun{run: &r, storedPhase: stored, packed: d.Packed})
 	}
 	return out, nil
 }
@@ -227,7 +229,8 @@ func staleness(s storedRun, members map[string]map[string]bool) ([]string, bool)
 		if members[op.Index] == nil {
 			continue // an index this store does not keep
 		}
-		if has := members[op.Index][r.ID]; has == op.Remove {
+		remove := op.Remove || op.Index == store.IndexPack && s.packed // packing took it out
+		if has := members[op.Index][r.ID]; has == remove {
 			wrong = append(wrong, op.Index)
 		}
 	}

@@ -521,5 +521,8 @@ func (t *txn) timerIndexes() []store.IndexOp {
 		set(store.IndexActivity, float64(t.now.UnixMilli()), open),
 		set(store.IndexFinalizers, float64(finDue.UnixMilli()), !open && owesCleanup),
 		set(store.IndexBlocked, 0, open && len(r.CapabilityBlocks) > 0),
+		// An ended run that owes nothing is only read from here on: the
+		// packer stores it compactly once it has rested (SweepPack).
+		set(store.IndexPack, float64(record.ParseTime(r.UpdatedAt).UnixMilli()), !open && !owesCleanup),
 	}
 }

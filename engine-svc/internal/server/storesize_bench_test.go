@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/realm-go/realm/engine-svc/internal/engine"
 	"github.com/realm-go/realm/engine-svc/internal/store"
 	"github.com/realm-go/realm/engine-svc/internal/store/storetest"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -40,10 +42,12 @@ const (
 //
 // The first 900 stored runs are real: the engine drives each through the
 // ten steps. Their Redis footprint (MEMORY USAGE of every key under the
-// prefix, indexes included, over the runs) is reported as B/finished-run
-// at the first size. The rest are clones of one of them, key by key with
-// the run id replaced, written with pipelined commands; 100 more carry a
-// claim an hour past its deadline, for --stuck to find.
+// prefix, indexes included, over the runs) is reported at the first size
+// as B/finished-run once the engine's sweep has packed them, and as
+// B/finished-run-unpacked before. The rest are clones of one of the packed
+// runs, key by key with the run id replaced (inside the packed field too),
+// written with pipelined commands; 100 more carry a claim an hour past its
+// deadline, for --stuck to find.
 //
 //	cd engine-svc && REALM_BENCH_STORE_SIZES=1000,100000,1000000 go test -run '^$' -bench StoreSize -benchtime 30000x -count 3 ./internal/server/
 func BenchmarkStoreSize(b *testing.B) {
@@ -56,6 +60,24 @@ func BenchmarkStoreSize(b *testing.B) {
 	c := context.Background()
 	// The first size holds up to 1,000 runs, the stuck ones included.
 	finished := finishRuns(b, e, max(min(sizes[0], 1000)-stuckRuns, 1))
+	unpacked := prefixMemory(b, e) / float64(len(finished))
+	// The sweeper packs a run that ended a minute ago: the engine's clock
+	// moves past the minute, and its own sweep packs them.
+	e.clock.Advance(2 * engine.DefaultPackAfter)
+	packed := 0
+	for {
+		n, err := e.eng.SweepPack(c, 500)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		packed += n
+	}
+	if packed != len(finished) {
+		b.Fatalf("the sweep packed %d of the %d finished runs", packed, len(finished))
+	}
 	perRun := prefixMemory(b, e) / float64(len(finished))
 	tmpl := readRunKeys(b, e, finished[0])
 	addStuck(b, e)
@@ -75,6 +97,7 @@ func BenchmarkStoreSize(b *testing.B) {
 			}
 			if i == 0 {
 				b.ReportMetric(perRun, "B/finished-run")
+				b.ReportMetric(unpacked, "B/finished-run-unpacked")
 			}
 			p50, p99 := listLatency(b, e, calls, &realmv1.ListRunsRequest{Limit: 100}, 100)
 			b.ReportMetric(p50, "list-p50-µs")
@@ -171,10 +194,9 @@ func envInts(b *testing.B, name string, def []int) []int {
 }
 
 // finishRuns starts n runs of "bench" and drives each through its ten
-// steps on the engine, 32 at once.
+// steps on the engine, 32 at once, each answer its own.
 func finishRuns(b *testing.B, e *env, n int) []string {
 	c := context.Background()
-	answer := params(b, map[string]any{"n": 1, "note": "fine"})
 	ids := make([]string, n)
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -190,6 +212,9 @@ func finishRuns(b *testing.B, e *env, n int) []string {
 				}
 				ids[i] = resp.GetReply().GetRunId()
 				for s := 1; s <= 10; s++ {
+					// A different answer at each step, as real work gives:
+					// every output and evidence hash differs.
+					answer := params(b, map[string]any{"n": i*10 + s, "note": "fine"})
 					reply, err := e.eng.ExecuteStep(c, &realmv1.ExecuteStepRequest{RunId: ids[i], Command: "s" + strconv.Itoa(s), Params: answer})
 					if err != nil || reply.GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK {
 						b.Errorf("step s%d: %v %v", s, err, reply)
@@ -249,10 +274,36 @@ type runKeys struct {
 	lists  map[string][]string
 	scores map[string]float64
 	doc    map[string]any // the run document, decoded
+	// parts are the packed run's parts, when the run hash is packed.
+	parts *runParts
+}
+
+type runParts struct {
+	doc      []byte
+	outputs  map[string][]byte
+	evidence [][]byte
+}
+
+// packedFor is the template's packed field with its id replaced by id.
+func (p *runParts) packedFor(b *testing.B, from, id string) string {
+	swap := func(v []byte) []byte { return bytes.ReplaceAll(v, []byte(from), []byte(id)) }
+	outs := make(map[string][]byte, len(p.outputs))
+	for k, v := range p.outputs {
+		outs[k] = swap(v)
+	}
+	ev := make([][]byte, len(p.evidence))
+	for i, v := range p.evidence {
+		ev[i] = swap(v)
+	}
+	pk, err := store.EncodePacked(swap(p.doc), outs, ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return string(pk)
 }
 
 var runIndexes = []string{store.IndexRuns, store.IndexClaims, store.IndexExpiries, store.IndexGateDeadlines,
-	store.IndexOpenGates, store.IndexActivity, store.IndexFinalizers, store.IndexBlocked}
+	store.IndexOpenGates, store.IndexActivity, store.IndexFinalizers, store.IndexBlocked, store.IndexPack}
 
 func readRunKeys(b *testing.B, e *env, id string) *runKeys {
 	c := context.Background()
@@ -282,6 +333,13 @@ func readRunKeys(b *testing.B, e *env, id string) *runKeys {
 	if err := json.Unmarshal(snap.Doc, &rk.doc); err != nil {
 		b.Fatal(err)
 	}
+	if pk, ok := rk.hashes[""][store.PackedField]; ok {
+		var p runParts
+		if p.doc, p.outputs, p.evidence, err = store.DecodePacked([]byte(pk)); err != nil {
+			b.Fatal(err)
+		}
+		rk.parts = &p
+	}
 	if len(rk.hashes) == 0 || len(rk.scores) == 0 {
 		b.Fatalf("run %s: nothing stored under %s", id, base)
 	}
@@ -310,7 +368,12 @@ func cloneRuns(b *testing.B, e *env, tmpl *runKeys, n int) {
 						for suffix, h := range tmpl.hashes {
 							args := make([]any, 0, 2*len(h))
 							for f, v := range h {
-								args = append(args, f, swap(v))
+								if suffix == "" && f == store.PackedField {
+									v = tmpl.parts.packedFor(b, tmpl.id, id)
+								} else {
+									v = swap(v)
+								}
+								args = append(args, f, v)
 							}
 							p.HSet(c, base+suffix, args...)
 						}

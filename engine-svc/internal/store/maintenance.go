@@ -63,6 +63,7 @@ type StoredRun struct {
 	ID      string
 	Version int64
 	Doc     []byte
+	Packed  bool // stored packed (Redis.PackRun)
 }
 
 // Residue kinds.
@@ -262,9 +263,9 @@ func (r *Redis) indexScores(ctx context.Context) ([]indexMember, error) {
 }
 
 // timedIndexes are the run indexes scored by a time that says when the run
-// was last active: "index" (created) and "activity" (last write). The
-// others hold deadlines or zeros, which say nothing of age.
-var timedIndexes = map[string]bool{IndexRuns: true, IndexActivity: true}
+// was last active: "index" (created), "activity" and "pack" (last write).
+// The others hold deadlines or zeros, which say nothing of age.
+var timedIndexes = map[string]bool{IndexRuns: true, IndexActivity: true, IndexPack: true}
 
 // FindResidue returns every side key and index entry whose run document is
 // gone, sorted by run id then key. Writes are atomic scripts, so no write

@@ -64,7 +64,7 @@ func ParseCommitScript(args []string) (*CommitScript, error) {
 	return c, nil
 }
 
-// RunKey is the run hash the script reads (fields "cids" and "v").
+// RunKey is the run hash the script reads (fields "cids", "v" and "pk").
 func (c *CommitScript) RunKey() string { return c.keys[0] }
 
 // IdemOn is whether the script checks and sets an idempotency key.
@@ -81,10 +81,12 @@ type CommitReads struct {
 	IDs, Version string
 	HasIDs, HasV bool
 	Holder       string
+	// Packed is whether the run hash has a pk field (packed.go).
+	Packed bool
 }
 
 // Decide is the script's outcome given what it read: its reply ({1},
-// {0, version}, {2, holder, version}: int64 and string elements) and the
+// {0, version}, {2, holder, version}, {3, version}: int64 and string elements) and the
 // commands that make the change, none when the commit is refused or is a
 // repeat of one that landed.
 func (c *CommitScript) Decide(r CommitReads) (reply []any, writes [][]string) {
@@ -105,6 +107,8 @@ func (c *CommitScript) Decide(r CommitReads) (reply []any, writes [][]string) {
 		if r.HasV {
 			return []any{int64(0), cur}, nil
 		}
+	} else if r.Packed {
+		return []any{int64(3), cur}, nil
 	} else if !r.HasV || r.Version != a[0] {
 		return []any{int64(0), cur}, nil
 	}

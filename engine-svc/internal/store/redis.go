@@ -158,7 +158,7 @@ func NewRedis(client redis.UniversalClient, opts Options) *Redis {
 	if r.now == nil {
 		r.now = time.Now
 	}
-	r.runIndexes = []string{IndexRuns, IndexExpiries, IndexClaims, IndexActivity, IndexFinalizers, IndexBlocked, IndexGateDeadlines, IndexOpenGates}
+	r.runIndexes = []string{IndexRuns, IndexExpiries, IndexClaims, IndexActivity, IndexFinalizers, IndexBlocked, IndexGateDeadlines, IndexOpenGates, IndexPack}
 	for _, ix := range opts.RunIndexes {
 		if ix != IndexRuns && validName(ix) == nil {
 			r.runIndexes = append(r.runIndexes, ix)
@@ -399,36 +399,46 @@ func (r *Redis) LoadRun(ctx context.Context, runID string) (*Snapshot, error) {
 
 var errTorn = errors.New("store: run changed during the read")
 
-func (r *Redis) loadOnce(ctx context.Context, runID string, atomic bool) (*Snapshot, error) {
-	runKey := r.RunKey(runID)
-	var (
-		head *redis.SliceCmd
-		outs *redis.MapStringStringCmd
-		evn  *redis.IntCmd
-		tail *redis.StringCmd
-	)
-	read := func(p redis.Pipeliner) error {
-		head = p.HMGet(ctx, runKey, "v", "doc")
-		outs = p.HGetAll(ctx, runKey+outputsSuffix)
-		evn = p.LLen(ctx, runKey+evidenceSuffix)
-		tail = p.HGet(ctx, runKey, "v")
-		return nil
-	}
+// pipelined sends read's commands in one round trip, inside MULTI/EXEC
+// when atomic. A missing key or field (redis.Nil) is not an error: each
+// command's value says so.
+func (r *Redis) pipelined(ctx context.Context, atomic bool, read func(redis.Pipeliner) error) error {
 	var err error
 	if atomic {
 		_, err = r.c.TxPipelined(ctx, read)
 	} else {
 		_, err = r.c.Pipelined(ctx, read)
 	}
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return err
+}
+
+func (r *Redis) loadOnce(ctx context.Context, runID string, atomic bool) (*Snapshot, error) {
+	runKey := r.RunKey(runID)
+	var (
+		head *redis.SliceCmd
+		outs *redis.MapStringStringCmd
+		evn  *redis.IntCmd
+		tail *redis.SliceCmd
+	)
+	read := func(p redis.Pipeliner) error {
+		head = p.HMGet(ctx, runKey, "v", "doc", packField, genField)
+		outs = p.HGetAll(ctx, runKey+outputsSuffix)
+		evn = p.LLen(ctx, runKey+evidenceSuffix)
+		tail = p.HMGet(ctx, runKey, "v", genField)
+		return nil
+	}
+	if err := r.pipelined(ctx, atomic, read); err != nil {
 		return nil, fmt.Errorf("store: load run %s: %w", runID, err)
 	}
 	vals := head.Val()
-	if len(vals) != 2 || vals[0] == nil {
+	if len(vals) != 4 || vals[0] == nil {
 		return nil, ErrNotFound
 	}
 	vs, _ := vals[0].(string)
-	if tail.Val() != vs {
+	if t := tail.Val(); len(t) != 2 || t[0] != vals[0] || t[1] != vals[3] {
 		if atomic {
 			return nil, fmt.Errorf("store: load run %s: version moved inside MULTI", runID)
 		}
@@ -437,6 +447,14 @@ func (r *Redis) loadOnce(ctx context.Context, runID string, atomic bool) (*Snaps
 	v, err := strconv.ParseInt(vs, 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("store: run %s has version %q, not a number", runID, vs)
+	}
+	if pk, ok := vals[2].(string); ok && vals[1] == nil {
+		// Packed: the hash's pk holds everything; the other keys are gone.
+		p, err := decodePacked([]byte(pk), false)
+		if err != nil {
+			return nil, fmt.Errorf("store: run %s: %w", runID, err)
+		}
+		return &Snapshot{Version: v, Doc: p.doc, Outputs: p.outputs, EvidenceLen: int64(len(p.evidence))}, nil
 	}
 	doc, _ := vals[1].(string)
 	snap := &Snapshot{
@@ -456,6 +474,8 @@ func (r *Redis) loadOnce(ctx context.Context, runID string, atomic bool) (*Snaps
 type RunDoc struct {
 	Version int64
 	Doc     []byte
+	// Packed is whether the run is stored packed (PackRun).
+	Packed bool
 }
 
 // LoadDocs reads many runs' documents in one pipelined round trip (a page
@@ -477,7 +497,7 @@ func (r *Redis) loadDocs(ctx context.Context, ids []string) ([]*RunDoc, error) {
 	reads := make([]*redis.SliceCmd, len(ids))
 	if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			reads[i] = p.HMGet(ctx, r.RunKey(id), "v", "doc")
+			reads[i] = p.HMGet(ctx, r.RunKey(id), "v", "doc", packField)
 		}
 		return nil
 	}); err != nil {
@@ -486,13 +506,21 @@ func (r *Redis) loadDocs(ctx context.Context, ids []string) ([]*RunDoc, error) {
 	docs := make([]*RunDoc, len(ids))
 	for i, id := range ids {
 		vals := reads[i].Val()
-		if len(vals) != 2 || vals[0] == nil {
+		if len(vals) != 3 || vals[0] == nil {
 			continue
 		}
 		vs, _ := vals[0].(string)
 		v, err := strconv.ParseInt(vs, 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("store: run %s has version %q, not a number", id, vs)
+		}
+		if pk, ok := vals[2].(string); ok && vals[1] == nil {
+			p, err := decodePacked([]byte(pk), true)
+			if err != nil {
+				return nil, fmt.Errorf("store: run %s: %w", id, err)
+			}
+			docs[i] = &RunDoc{Version: v, Doc: p.doc, Packed: true}
+			continue
 		}
 		doc, _ := vals[1].(string)
 		docs[i] = &RunDoc{Version: v, Doc: []byte(doc)}
@@ -617,12 +645,25 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 	}
 	cmd := a.v
 
+	for attempt := 1; ; attempt++ {
+		err := r.sendCommit(ctx, c.RunID, runKey, cmd)
+		if !errors.Is(err, errPacked) || attempt == 3 {
+			return err
+		}
+		if err := r.unpack(ctx, c.RunID); err != nil {
+			return err
+		}
+	}
+}
+
+// sendCommit sends a built commit until it is answered (settle).
+func (r *Redis) sendCommit(ctx context.Context, runID, runKey string, cmd []any) error {
 	if r.waitN > 0 {
-		return r.settle(ctx, c.RunID, func(ctx context.Context) error {
-			return r.commitWaiting(ctx, c.RunID, runKey, cmd)
+		return r.settle(ctx, runID, func(ctx context.Context) error {
+			return r.commitWaiting(ctx, runID, runKey, cmd)
 		})
 	}
-	return r.settle(ctx, c.RunID, func(ctx context.Context) error {
+	return r.settle(ctx, runID, func(ctx context.Context) error {
 		var res []any
 		var err error
 		if r.pipe != nil {
@@ -631,9 +672,9 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 			res, err = evalCommit(ctx, r.c, cmd)
 		}
 		if err != nil {
-			return sendError(c.RunID, err)
+			return sendError(runID, err)
 		}
-		return commitResult(c.RunID, res)
+		return commitResult(runID, res)
 	})
 }
 
@@ -791,6 +832,8 @@ func commitResult(runID string, res []any) error {
 			return fmt.Errorf("store: commit run %s: %w", runID, err)
 		}
 		return &ConflictError{Version: v}
+	case code == 3:
+		return errPacked
 	case code == 2 && len(res) == 3:
 		holder, _ := res[1].(string)
 		v, err := parseVersion(res[2])
@@ -821,20 +864,49 @@ func (r *Redis) Evidence(ctx context.Context, runID string, start, stop int64) (
 		return nil, err
 	}
 	runKey := r.RunKey(runID)
+	for attempt := 1; ; attempt++ {
+		out, err := r.evidenceOnce(ctx, runID, runKey, start, stop, attempt == loadAttempts)
+		if errors.Is(err, errTorn) {
+			continue
+		}
+		return out, err
+	}
+}
+
+// evidenceOnce is one read of Evidence: the run's head and tail fields
+// around the list, as in loadOnce (a pack or unpack between them would
+// hide the list; evidence is only ever appended, so a commit may).
+func (r *Redis) evidenceOnce(ctx context.Context, runID, runKey string, start, stop int64, atomic bool) ([][]byte, error) {
 	var (
-		exists *redis.BoolCmd
-		rng    *redis.StringSliceCmd
+		head *redis.SliceCmd
+		rng  *redis.StringSliceCmd
+		tail *redis.StringCmd
 	)
-	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		exists = p.HExists(ctx, runKey, "v")
+	read := func(p redis.Pipeliner) error {
+		head = p.HMGet(ctx, runKey, "v", packField, genField)
 		rng = p.LRange(ctx, runKey+evidenceSuffix, start, stop)
+		tail = p.HGet(ctx, runKey, genField)
 		return nil
-	})
-	if err != nil {
+	}
+	if err := r.pipelined(ctx, atomic, read); err != nil {
 		return nil, fmt.Errorf("store: evidence of %s: %w", runID, err)
 	}
-	if !exists.Val() {
+	vals := head.Val()
+	if len(vals) != 3 || vals[0] == nil {
 		return nil, ErrNotFound
+	}
+	if pk, ok := vals[1].(string); ok {
+		p, err := decodePacked([]byte(pk), false)
+		if err != nil {
+			return nil, fmt.Errorf("store: evidence of %s: %w", runID, err)
+		}
+		return lrange(p.evidence, start, stop), nil
+	}
+	if g, _ := vals[2].(string); tail.Val() != g {
+		if atomic {
+			return nil, fmt.Errorf("store: evidence of %s: packed inside MULTI", runID)
+		}
+		return nil, errTorn
 	}
 	out := make([][]byte, len(rng.Val()))
 	for i, e := range rng.Val() {

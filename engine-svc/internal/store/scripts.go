@@ -30,7 +30,11 @@ const commitIDLen = 32
 //	      then set pairs, delete fields, evidence entries, index ops (op, score, member).
 //
 // Replies {1} on success, {0, stored version or "-1"} on a version conflict,
-// {2, key holder or "", stored version or "-1"} on a key conflict.
+// {2, key holder or "", stored version or "-1"} on a key conflict, and
+// {3, stored version} for any change but a create to a packed run
+// (packed.go): nothing is written, and CommitRun unpacks the run (its
+// commit ids with it) and sends the change again, which then gets its
+// true answer.
 //
 // The script is idempotent on its commit id: the run keeps the ids of its
 // last commitRing commits (field "cids", newest first), and a commit whose
@@ -45,7 +49,7 @@ var commitScript = redis.NewScript(commitSource)
 // its script cache is sent again with it (see evalCommit).
 var commitSource = strings.ReplaceAll(`
 local cid = ARGV[12]
-local got = redis.call('HMGET', KEYS[1], 'cids', 'v')
+local got = redis.call('HMGET', KEYS[1], 'cids', 'v', 'pk')
 local ids, cur = got[1], got[2]
 if ids then
   -- A plain find, kept only where it starts on an id's boundary.
@@ -60,6 +64,8 @@ if ids then
 end
 if ARGV[1] == '-1' then
   if cur then return {0, cur} end
+elseif got[3] then
+  return {3, cur}
 elseif cur ~= ARGV[1] then
   return {0, cur or '-1'}
 end
@@ -233,5 +239,67 @@ local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur == ARGV[3] then return 1 end
 if cur ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+`)
+
+// packScript packs a run (packed.go) at the version its parts were read
+// at: it sets pk, counts the pack in g, deletes the document and commit
+// ids fields, the outputs hash and the evidence list, and takes the run
+// out of the pack index. The lengths are checked as well as the version: a
+// run whose version has not moved has the parts that were read.
+//
+//	KEYS: run, out, ev, pack index   ARGV: 1 version, 2 pk, 3 #evidence, 4 #outputs, 5 run id
+//
+// Replies {1} packed, {2} already packed, {0, stored version or "-1"}
+// when the run moved or is gone.
+var packScript = redis.NewScript(`
+local got = redis.call('HMGET', KEYS[1], 'v', 'pk')
+if got[1] ~= ARGV[1] then return {0, got[1] or '-1'} end
+if got[2] then
+  redis.call('ZREM', KEYS[4], ARGV[5])
+  return {2}
+end
+if ARGV[2] == '' then return {0, got[1]} end -- read packed, unpacked since
+if redis.call('LLEN', KEYS[3]) ~= tonumber(ARGV[3]) or redis.call('HLEN', KEYS[2]) ~= tonumber(ARGV[4]) then
+  return redis.error_reply('ERR pack: the run changed without a new version')
+end
+redis.call('HSET', KEYS[1], 'pk', ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'g', 1)
+redis.call('HDEL', KEYS[1], 'doc', 'cids')
+redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('ZREM', KEYS[4], ARGV[5])
+return {1}
+`)
+
+// unpackScript writes a packed run's parts back as a document and commit
+// ids fields, an outputs hash and an evidence list, while the run is still
+// packed at the version and generation its pk was read at, and puts it
+// back in the pack index (scored now): a commit to it that is refused
+// leaves it as it was written, and the sweeper packs it again.
+//
+//	KEYS: run, out, ev, pack index
+//	ARGV: 1 version, 2 generation, 3 doc, 4 commit ids, 5 #outputs, 6 #evidence,
+//	      7 run id, 8 score (ms), then output name/value pairs, then evidence entries
+//
+// Replies 1 unpacked, 0 when the run moved, was unpacked or is gone.
+var unpackScript = redis.NewScript(`
+local got = redis.call('HMGET', KEYS[1], 'v', 'g', 'pk')
+if got[1] ~= ARGV[1] or got[2] ~= ARGV[2] or not got[3] then return 0 end
+redis.call('HSET', KEYS[1], 'doc', ARGV[3])
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'cids', ARGV[4]) end
+redis.call('HDEL', KEYS[1], 'pk')
+redis.call('HINCRBY', KEYS[1], 'g', 1)
+redis.call('DEL', KEYS[2], KEYS[3])
+redis.call('ZADD', KEYS[4], ARGV[8], ARGV[7])
+local i = 9
+local function batch(cmd, key, count)
+  while count > 0 do
+    local n = math.min(count, 512)
+    redis.call(cmd, key, unpack(ARGV, i, i + n - 1))
+    i, count = i + n, count - n
+  end
+end
+batch('HSET', KEYS[2], 2 * tonumber(ARGV[5]))
+batch('RPUSH', KEYS[3], tonumber(ARGV[6]))
 return 1
 `)

@@ -6,12 +6,17 @@
 // evidence and update its indexes atomically, and Redis Cluster shards by
 // bucket:
 //
-//	realm:{b<n>}:run:<id>            hash: v (run_version), doc (run JSON)
+//	realm:{b<n>}:run:<id>            hash: v (run_version), doc (run JSON), cids
 //	realm:{b<n>}:run:<id>:out        hash: step -> output JSON
 //	realm:{b<n>}:run:<id>:ev         list: evidence entries (JSON), append-only
 //	realm:{b<n>}:idem:<sha256(key)>  string: run id holding an idempotency key
 //	realm:{b<n>}:index               zset: run id -> created_at (ms)
 //	realm:{b<n>}:<name>              zset: any other index named in a Change
+//
+// An ended run that owes nothing is packed after a while (packed.go): its
+// run hash then holds v, pk (its document, commit ids, outputs and
+// evidence, compressed) and g, and its outputs and evidence keys are gone.
+// Every read and commit takes either form.
 //
 // Workflows are not bucketed (they are read far more than written):
 //
@@ -112,6 +117,9 @@ const (
 	IndexActivity   = "activity"   // last write of an open run
 	IndexFinalizers = "finalizers" // an ended run owing cleanup
 	IndexBlocked    = "blocked"    // an open run with a capability block
+	// IndexPack holds every ended run that owes nothing and is not yet
+	// packed (Redis.PackRun), scored by its last write: the packer's work.
+	IndexPack = "pack"
 )
 
 // IndexOp adds or removes a member of a bucket-level sorted set.
@@ -208,6 +216,9 @@ type Store interface {
 	// key still names it; with expect ≥ 0 only while the run is at that
 	// version (else *ConflictError, nothing deleted).
 	DeleteRun(ctx context.Context, runID, key string, expect int64) error
+	// PackRun stores a run compactly (see Redis.PackRun); true when it
+	// packed it, false when it was packed already.
+	PackRun(ctx context.Context, runID string) (bool, error)
 
 	// PutWorkflow stores a new version of a definition and returns it;
 	// versions past the store's keep limit are pruned with it.

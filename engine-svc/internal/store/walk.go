@@ -188,7 +188,7 @@ func (r *Redis) readRuns(ctx context.Context, ids []string) ([]StoredRun, error)
 	out := make([]StoredRun, 0, len(ids))
 	for i, d := range docs {
 		if d != nil {
-			out = append(out, StoredRun{ID: ids[i], Version: d.Version, Doc: d.Doc})
+			out = append(out, StoredRun{ID: ids[i], Version: d.Version, Doc: d.Doc, Packed: d.Packed})
 		}
 	}
 	return out, nil

@@ -378,6 +378,7 @@ func (s *Server) runCommit(c *store.CommitScript) (reply []any, seq int64, err e
 	r.IDs = s.m.HGet(c.RunKey(), "cids")
 	r.Version = s.m.HGet(c.RunKey(), "v")
 	r.HasIDs, r.HasV = r.IDs != "", r.Version != ""
+	r.Packed = s.m.HGet(c.RunKey(), "pk") != ""
 	if c.IdemOn() {
 		switch h, err := s.m.Get(c.IdemKey()); {
 		case err == nil:

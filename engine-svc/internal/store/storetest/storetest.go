@@ -47,6 +47,9 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"DueReturnsMembersAtOrBelowTheTimeAcrossBuckets", testDue},
 		{"ACommitSentTwiceAppliesOnce", testRepeatedCommit},
 		{"DeleteAtAVersionLeavesAMovedRunWhole", testDeleteAtVersion},
+		{"APackedRunReadsAsBefore", testPackedRunReadsAsBefore},
+		{"ACommitToAPackedRunLandsOnItWhole", testCommitToPackedRun},
+		{"PackOfAMissingRunIsNotFoundAndAPackedRunDeletes", testPackMissingOrDeleted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
