@@ -79,7 +79,8 @@ func run(log *slog.Logger) error {
 	buckets := flag.Int("buckets", 256, "run buckets of a new store (fixed once created)")
 	keepVersions := flag.Int("keep-workflow-versions", store.DefaultKeepWorkflowVersions, "versions of each workflow kept (the newest); a registration deletes older ones (0: keep every version)")
 	grace := flag.Duration("shutdown-grace", 60*time.Second, "how long in-flight calls may finish on shutdown")
-	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often the sweeper carries out expired gates that declare on_expiry, frees the stale claims of idempotent steps, drains cleanup no process is delivering and packs runs that ended a minute ago or more (0 turns it off)")
+	sweep := flag.Duration("sweep-interval", 5*time.Second, "how often the sweeper carries out expired gates that declare on_expiry, frees the stale claims of idempotent steps, drains cleanup no process is delivering and packs rested ended runs (--pack-after) (0 turns it off)")
+	packAfter := flag.Duration("pack-after", engine.DefaultPackAfter, "how long a run that ended and owes nothing rests before the sweeper packs it, about a fifth of its memory (0: never; see docs/deploy.md, Upgrade, before the first roll of a release that packs)")
 	prefix := flag.String("redis-prefix", "realm", "prefix of every Redis key (several stacks can share one Redis)")
 	// Testing only, left out of -help: claims go stale after this instead
 	// of the spec's window (at least 15 minutes), so a test can see a dead
@@ -189,7 +190,13 @@ func run(log *slog.Logger) error {
 		// Stop first: the listener ends with ctx, and run may return early.
 		defer func() { stop(); _ = msrv.Wait() }()
 	}
-	eng := engine.New(engine.Options{Store: st, Logger: log, Registry: reg, ClaimWindow: *claimWindow, Metrics: mreg,
+	if *packAfter < 0 {
+		return fmt.Errorf("--pack-after %s: want 0 (never) or more", *packAfter)
+	}
+	if *packAfter == 0 {
+		*packAfter = engine.NoPacking
+	}
+	eng := engine.New(engine.Options{Store: st, Logger: log, Registry: reg, ClaimWindow: *claimWindow, Metrics: mreg, PackAfter: *packAfter,
 		RunnerDialOptions: append(metrics.GRPCClient(mreg), runnerTransport)})
 	defer eng.Close()
 	if *sweep > 0 {

@@ -69,7 +69,7 @@ type Options struct {
 	// transaction's run or outputs, which the cache shares.
 	CheckCache bool
 	// PackAfter is how long an ended run that owes nothing rests before
-	// SweepPack packs it (0: DefaultPackAfter).
+	// SweepPack packs it (0: DefaultPackAfter; NoPacking: never).
 	PackAfter time.Duration
 }
 

@@ -16,6 +16,10 @@ import (
 // export), and a packed run is inflated on every read.
 const DefaultPackAfter = time.Minute
 
+// NoPacking as Options.PackAfter turns packing off: SweepPack packs
+// nothing, and ended runs wait in store.IndexPack until it is on.
+const NoPacking time.Duration = -1
+
 // packPages bounds the pages of SweepPack one sweeper turn makes.
 const packPages = 20
 
@@ -26,6 +30,9 @@ const packPages = 20
 // left for its next turn (its commit scored it again, or took it out of
 // the index). It returns how many runs it packed.
 func (e *Engine) SweepPack(ctx context.Context, limit int) (int, error) {
+	if e.packAfter < 0 {
+		return 0, nil
+	}
 	upTo := e.now().Add(-e.packAfter)
 	due, err := e.st.Due(ctx, store.IndexPack, float64(upTo.UnixMilli()), limit)
 	if err != nil {

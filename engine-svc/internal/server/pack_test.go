@@ -71,6 +71,11 @@ func TestEndedRunsArePackedAndReadAsBefore(t *testing.T) {
 		e.clock.Advance(2 * engine.DefaultPackAfter)
 		recent := e.answered(t, "recent", "")
 
+		// With packing off (--pack-after=0) the run waits in its index.
+		off := engine.New(engine.Options{Store: e.st, Clock: e.clock.Now, PackAfter: engine.NoPacking})
+		if n, err := off.SweepPack(ctx(t), 100); err != nil || n != 0 || packed(t, e, old) {
+			t.Fatalf("SweepPack with packing off = %d, %v; want nothing packed", n, err)
+		}
 		n, err := e.eng.SweepPack(ctx(t), 100)
 		if err != nil || n != 1 {
 			t.Fatalf("SweepPack = %d, %v; want 1 run packed", n, err)
