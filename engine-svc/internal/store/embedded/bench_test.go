@@ -13,17 +13,28 @@ import (
 )
 
 // BenchmarkEmbeddedCommit measures CommitRun of new runs, each fsynced
-// before its reply, with 1 and 32 concurrent writers (group commit).
+// before its reply, with 1 and 32 concurrent writers (group commit), and
+// at 32 with Options.PipelineCommits, which engine-svc leaves off on the
+// embedded store: the server fsyncs a pipeline's commits one after
+// another, where separate connections share an fsync.
 func BenchmarkEmbeddedCommit(b *testing.B) {
-	for _, writers := range []int{1, 32} {
-		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+	for _, tc := range []struct {
+		writers int
+		piped   bool
+	}{{1, false}, {32, false}, {32, true}} {
+		writers := tc.writers
+		name := fmt.Sprintf("writers=%d", writers)
+		if tc.piped {
+			name += "/pipelined"
+		}
+		b.Run(name, func(b *testing.B) {
 			srv, err := embedded.Open(ctx, b.TempDir(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: writers})
 			defer func() { _ = c.Close(); _ = srv.Close() }()
-			s := store.NewRedis(c, store.Options{Buckets: 8})
+			s := store.NewRedis(c, store.Options{Buckets: 8, PipelineCommits: tc.piped})
 			doc := []byte(`{"steps":{"fetch":{"status":"done"}}}`)
 			var next atomic.Int64
 			b.ResetTimer()
