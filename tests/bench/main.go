@@ -8,7 +8,8 @@
 // Go benchmarks: the transition, embedded and MCP benchmarks in rounds
 // (round 1 of each, then round 2, ...), so every ratio's two sides are
 // measured minutes apart at most and the repeats alternate; the store-size
-// benchmark once with -count, since it grows one store through its sizes.
+// benchmark once, with two stores at once: the smallest size throughout,
+// and one grown through the larger sizes, each measured in turns with it.
 // Redis is the server at REDIS_URL (default 127.0.0.1:6379); the
 // benchmarks write under key prefixes of their own and delete them.
 //
@@ -154,9 +155,9 @@ func measure(ctx context.Context, cfg config, outPath string, quick bool) error 
 	}
 	if strings.Contains(cfg.parts, "store") {
 		if err := run(job{
-			label: fmt.Sprintf("store size: %s stored runs, %dx transitions each, %d repeats (fills Redis under its own prefix, then deletes it)", cfg.sizes, cfg.transitions, cfg.rounds),
-			bin:   bins["engine"], bench: "^BenchmarkStoreSize$", n: cfg.transitions, count: cfg.rounds,
-			env: []string{"REALM_BENCH_STORE_SIZES=" + cfg.sizes, fmt.Sprintf("REALM_BENCH_LIST_CALLS=%d", cfg.listCalls)},
+			label: fmt.Sprintf("store size: %s stored runs, each larger size in turns with the smallest, %dx transitions each, %d repeats (fills two Redis databases under prefixes of its own, then deletes them)", cfg.sizes, cfg.transitions, cfg.rounds),
+			bin:   bins["engine"], bench: "^BenchmarkStoreSize$", n: cfg.transitions,
+			env: []string{"REALM_BENCH_STORE_SIZES=" + cfg.sizes, fmt.Sprintf("REALM_BENCH_LIST_CALLS=%d", cfg.listCalls), fmt.Sprintf("REALM_BENCH_STORE_REPEATS=%d", cfg.rounds)},
 		}); err != nil {
 			return err
 		}

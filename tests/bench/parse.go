@@ -9,7 +9,8 @@ import (
 )
 
 // Results holds each benchmark's samples, by name without the "Benchmark"
-// prefix and the -GOMAXPROCS suffix, in the order they were printed: the
+// prefix, the #NN go test gives a repeated name and the -GOMAXPROCS
+// suffix, in the order they were printed: the
 // i-th sample of every benchmark belongs to the i-th repeat.
 type Results map[string][]Sample
 
@@ -17,7 +18,7 @@ type Results map[string][]Sample
 // "transitions/s", ...), the iteration count under "N".
 type Sample map[string]float64
 
-var resultLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+(\d+)\s+(.+)$`)
+var resultLine = regexp.MustCompile(`^Benchmark(\S+?)(?:#\d+)?(?:-\d+)?\s+(\d+)\s+(.+)$`)
 
 // ParseLine reads one line of `go test -bench` output; ok is false for
 // any other line.

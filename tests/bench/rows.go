@@ -35,6 +35,7 @@ const (
 	mcpPaired = "MCPFrontDoor/paired/clients=16"
 	mcpOwn    = "MCPFrontDoor/door-own"
 	stored    = "StoreSize/stored="
+	beside    = "StoreSize/beside="
 )
 
 // kind says how a row's figure is printed.
@@ -137,45 +138,78 @@ func Rows(r Results) []Row {
 		alongside("a door that cost nothing ÷ go-sdk no-op tool, 16 clients (the bound on shared cores)", ratio, metric(mcpPaired, "free-door/noop")),
 		atMost("MCP door's own allocations per call (its handler − the same gRPC call)", count, 100, metric(mcpOwn, "door-allocs/call")),
 	}
-	sizes := storeSizes(r)
-	for _, n := range sizes {
-		rows = append(rows, alongside(fmt.Sprintf("transitions/s through gRPC, 32 runs, %s stored runs", thousands(float64(n))), perSec, tps(stored+strconv.Itoa(n))))
+	small, grown := storeSizes(r)
+	if small == 0 {
+		small = 1000 // for the "not measured" rows
 	}
-	for _, n := range sizes {
-		rows = append(rows, alongside(fmt.Sprintf("Redis's own time per commit script, %s stored runs (INFO commandstats)", thousands(float64(n))), micros, metric(stored+strconv.Itoa(n), "redis-µs/commit")))
+	// Each grown size N is measured beside the small store (the pair
+	// takes turns, repeat i with repeat i); with no grown size, the small
+	// store alone.
+	at := func(n int) string { return stored + strconv.Itoa(n) }
+	smallFirst := at(small)
+	for _, n := range grown {
+		beside, big := besideName(n, small), besideName(n, n)
+		sn, nn := thousands(float64(small)), thousands(float64(n))
+		if len(grown) > 0 && n == grown[0] {
+			smallFirst = beside
+		}
+		rows = append(rows,
+			alongside(fmt.Sprintf("transitions/s through gRPC, 32 runs, %s stored runs (beside %s)", sn, nn), perSec, tps(beside)),
+			alongside(fmt.Sprintf("transitions/s through gRPC, 32 runs, %s stored runs", nn), perSec, tps(big)),
+			alongside(fmt.Sprintf("Redis's own time per commit script, %s / %s stored runs (INFO commandstats)", sn, nn), micros, metric(beside, "redis-µs/commit")),
+			alongside(fmt.Sprintf("Redis's own time per commit script, %s stored runs (INFO commandstats)", nn), micros, metric(big, "redis-µs/commit")),
+			atLeast(fmt.Sprintf("transitions/s at %s stored ÷ at %s, side by side", nn, sn), ratio, 0.8, quotient(tps(big), tps(beside))),
+			atMost(fmt.Sprintf("`run list` page p99, %s stored (beside %s)", sn, nn), millis, 20000, metric(beside, "list-p99-µs")),
+			atMost(fmt.Sprintf("`run list` page p99, %s stored", nn), millis, 20000, metric(big, "list-p99-µs")),
+			atMost(fmt.Sprintf("`run list --stuck` p99, %s stored (beside %s)", sn, nn), millis, 20000, metric(beside, "stuck-p99-µs")),
+			atMost(fmt.Sprintf("`run list --stuck` p99, %s stored", nn), millis, 20000, metric(big, "stuck-p99-µs")),
+		)
 	}
-	var small string
-	if len(sizes) > 0 {
-		small = stored + strconv.Itoa(sizes[0])
-		for _, n := range sizes[1:] {
-			rows = append(rows, atLeast(fmt.Sprintf("transitions/s at %s stored ÷ at %s", thousands(float64(n)), thousands(float64(sizes[0]))), ratio, 0.8,
-				quotient(tps(stored+strconv.Itoa(n)), tps(small))))
-		}
-		for _, n := range sizes {
-			rows = append(rows, atMost(fmt.Sprintf("`run list` page p99, %s stored", thousands(float64(n))), millis, 20000, metric(stored+strconv.Itoa(n), "list-p99-µs")))
-		}
-		for _, n := range sizes {
-			rows = append(rows, atMost(fmt.Sprintf("`run list --stuck` p99, %s stored", thousands(float64(n))), millis, 20000, metric(stored+strconv.Itoa(n), "stuck-p99-µs")))
-		}
-	} else {
-		small = stored + "1000"
+	if len(grown) == 0 {
+		sn := thousands(float64(small))
+		rows = append(rows,
+			alongside(fmt.Sprintf("transitions/s through gRPC, 32 runs, %s stored runs", sn), perSec, tps(smallFirst)),
+			atMost(fmt.Sprintf("`run list` page p99, %s stored", sn), millis, 20000, metric(smallFirst, "list-p99-µs")),
+			atMost(fmt.Sprintf("`run list --stuck` p99, %s stored", sn), millis, 20000, metric(smallFirst, "stuck-p99-µs")))
 	}
 	rows = append(rows,
-		alongside("Redis memory per finished ten-step run as written (before the sweep packs it)", bytes, metric(small, "B/finished-run-unpacked")),
-		atMost("Redis memory per finished ten-step run, packed", bytes, 2048, metric(small, "B/finished-run")))
+		alongside("Redis memory per finished ten-step run as written (before the sweep packs it)", bytes, metric(smallFirst, "B/finished-run-unpacked")),
+		atMost("Redis memory per finished ten-step run, packed", bytes, 2048, metric(smallFirst, "B/finished-run")))
 	return append(rows, atLeast("embedded store ÷ Redis, engine through gRPC, 32 runs", ratio, 0.5, quotient(tps(embed32), tps(grpc32))))
 }
 
-// storeSizes are the stored-run counts of the StoreSize samples, ascending.
-func storeSizes(r Results) []int {
-	var out []int
+// besideName is the StoreSize measurement of the store holding stored
+// runs, taken in turns with the other store of the pair for grown size n.
+func besideName(n, stored int) string {
+	return fmt.Sprintf("%s%d/stored=%d", beside, n, stored)
+}
+
+// storeSizes reads the StoreSize samples' sizes: the small store's, and
+// the grown sizes it was measured beside, ascending. small is 0 when no
+// store-size sample is in r.
+func storeSizes(r Results) (small int, grown []int) {
 	for name := range r {
-		if n, err := strconv.Atoi(strings.TrimPrefix(name, stored)); err == nil && strings.HasPrefix(name, stored) {
-			out = append(out, n)
+		if rest, ok := strings.CutPrefix(name, beside); ok {
+			n, m, ok := strings.Cut(rest, "/stored=")
+			nv, err1 := strconv.Atoi(n)
+			mv, err2 := strconv.Atoi(m)
+			if !ok || err1 != nil || err2 != nil {
+				continue
+			}
+			if nv != mv {
+				small = mv
+			}
+			if !slices.Contains(grown, nv) {
+				grown = append(grown, nv)
+			}
+		} else if rest, ok := strings.CutPrefix(name, stored); ok {
+			if n, err := strconv.Atoi(rest); err == nil && small == 0 {
+				small = n
+			}
 		}
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(grown)
+	return small, grown
 }
 
 // maxRepeats bounds the repeats a row is computed for.

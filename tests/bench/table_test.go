@@ -18,6 +18,9 @@ func TestParseLineReadsResultLinesOnly(t *testing.T) {
 		{name: "without a GOMAXPROCS suffix the name is kept whole",
 			line: "BenchmarkStoreSize/stored=1000 \t 10 \t 5 ns/op\t 7479 B/finished-run",
 			want: "StoreSize/stored=1000", units: map[string]float64{"N": 10, "ns/op": 5, "B/finished-run": 7479}},
+		{name: "a repeated sub-benchmark's #NN goes, so its repeats share a name",
+			line: "BenchmarkStoreSize/beside=1000000/stored=1000#02-2 \t 10 \t 5 ns/op",
+			want: "StoreSize/beside=1000000/stored=1000", units: map[string]float64{"N": 10, "ns/op": 5}},
 		{name: "a benchmark's name line alone is not a result", line: "BenchmarkTransitions/engine/runs=32"},
 		{name: "a failure line is not a result", line: "--- FAIL: BenchmarkStoreSize/stored=1000"},
 		{name: "a figure without a unit is not a result", line: "BenchmarkX-2  10  5 ns/op 7"},
@@ -79,9 +82,10 @@ func TestEvaluateGivesEachRowItsRangeAndVerdict(t *testing.T) {
 		{"MCP door ÷ go-sdk no-op tool, calls/s at 16 clients (paired bursts)", "0.60 – 0.85", "≥ 0.80", "met in 1 of 3"},
 		{"MCP door's own allocations per call (its handler − the same gRPC call)", "40 – 120", "≤ 100", "met in 2 of 3"},
 		{"transitions/s through gRPC, 32 runs, 1,000,000 stored runs", "3,000 – 4,000/s", "—", "—"},
-		{"transitions/s at 1,000,000 stored ÷ at 1,000", "0.75 – 0.98", "≥ 0.80", "met in 2 of 3"},
+		{"transitions/s through gRPC, 32 runs, 1,000 stored runs (beside 1,000,000)", "4,000 – 4,200/s", "—", "—"},
+		{"transitions/s at 1,000,000 stored ÷ at 1,000, side by side", "0.75 – 0.98", "≥ 0.80", "met in 2 of 3"},
 		{"Redis's own time per commit script, 1,000,000 stored runs (INFO commandstats)", "26 – 27 µs", "—", "—"},
-		{"`run list` page p99, 1,000 stored", "15.00 – 17.00 ms", "≤ 20.00 ms", "met"},
+		{"`run list` page p99, 1,000 stored (beside 1,000,000)", "15.00 – 17.00 ms", "≤ 20.00 ms", "met"},
 		{"`run list` page p99, 1,000,000 stored", "19.00 – 25.00 ms", "≤ 20.00 ms", "met in 1 of 3"},
 		{"`run list --stuck` p99, 1,000,000 stored", "5.00 – 5.20 ms", "≤ 20.00 ms", "met"},
 		{"Redis memory per finished ten-step run as written (before the sweep packs it)", "7,532 B", "—", "—"},
@@ -99,7 +103,8 @@ func TestEvaluateGivesEachRowItsRangeAndVerdict(t *testing.T) {
 func TestEvaluateSaysWhatWasNotMeasured(t *testing.T) {
 	r := recorded(t)
 	delete(r, mcpOwn)
-	delete(r, "StoreSize/stored=1000000")
+	delete(r, besideName(1000000, 1000000))
+	delete(r, besideName(1000000, 1000))
 	var names []string
 	for _, l := range Evaluate(r) {
 		names = append(names, l.Name)

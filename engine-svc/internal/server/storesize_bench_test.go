@@ -23,44 +23,109 @@ import (
 
 // The store-size benchmark's knobs (environment, so `go test -bench` and
 // the bench command share one benchmark): the stored-run counts, in
-// increasing order, and the list calls sampled for each p99.
+// increasing order, the list calls sampled for each p99, the repeats of
+// each pair and the logical database of the grown store (the small store
+// takes the next one).
 const (
-	envStoreSizes = "REALM_BENCH_STORE_SIZES" // default 1000,100000
-	envListCalls  = "REALM_BENCH_LIST_CALLS"  // default 200
-	envStoreDB    = "REALM_BENCH_STORE_DB"    // default 9
-	storeWorkers  = 32
-	stuckRuns     = 100
+	envStoreSizes   = "REALM_BENCH_STORE_SIZES"   // default 1000,100000
+	envListCalls    = "REALM_BENCH_LIST_CALLS"    // default 200
+	envStoreDB      = "REALM_BENCH_STORE_DB"      // default 9
+	envStoreRepeats = "REALM_BENCH_STORE_REPEATS" // default 1
+	storeWorkers    = 32
+	stuckRuns       = 100
 )
 
 // BenchmarkStoreSize asks whether the engine's costs are flat in the size
-// of the store. One Redis prefix is grown through the sizes of
-// REALM_BENCH_STORE_SIZES (stored runs); at each size the sub-benchmark
-// makes b.N transitions through gRPC at 32 runs at once (transitions/s),
-// then samples `realm run list` (a page of 100) and `realm run list
-// --stuck` through gRPC ListRuns (list-p99-µs, stuck-p99-µs), then deletes
-// the runs it made, so the store stays at its size.
+// of the store, measuring a small store and a grown one side by side. Two
+// stores live at once, each an engine over a logical database of its own
+// on the Redis at REDIS_URL: the small one holds the first size of
+// REALM_BENCH_STORE_SIZES throughout, the other is grown through the rest.
+// At each larger size N the two take turns, REALM_BENCH_STORE_REPEATS
+// times (in the order small, grown, then grown, small, and so on, so
+// neither is always first): beside=N/stored=S is the small store,
+// beside=N/stored=N the grown one, and repeat i of one pairs with repeat i
+// of the other (go test numbers a repeated name #01, #02, ...). With one
+// size given, the small store is measured alone (stored=S).
 //
-// The first 900 stored runs are real: the engine drives each through the
-// ten steps. Their Redis footprint (MEMORY USAGE of every key under the
-// prefix, indexes included, over the runs) is reported at the first size
-// as B/finished-run once the engine's sweep has packed them, and as
-// B/finished-run-unpacked before. The rest are clones of one of the packed
-// runs, key by key with the run id replaced (inside the packed field too),
-// written with pipelined commands; 100 more carry a claim an hour past its
-// deadline, for --stuck to find.
+// Each measurement makes b.N transitions through gRPC at 32 runs at once
+// (transitions/s, and Redis's own time per commit script), then samples
+// `realm run list` (a page of 100) and `realm run list --stuck` through
+// gRPC ListRuns (list-p99-µs, stuck-p99-µs), then deletes the runs it
+// made, so the store stays at its size.
 //
-//	cd engine-svc && REALM_BENCH_STORE_SIZES=1000,100000,1000000 go test -run '^$' -bench StoreSize -benchtime 30000x -count 3 ./internal/server/
+// Each store's first 900 runs are real: the engine drives each through
+// the ten steps. The small store's Redis footprint (MEMORY USAGE of every
+// key under its prefix, indexes included, over the runs) is reported with
+// its first measurement as B/finished-run once the engine's sweep has
+// packed them, and as B/finished-run-unpacked before. The rest are clones
+// of one of the packed runs, key by key with the run id replaced (inside
+// the packed field too), written with pipelined commands; 100 more carry a
+// claim an hour past its deadline, for --stuck to find.
+//
+//	cd engine-svc && REALM_BENCH_STORE_SIZES=1000,100000,1000000 REALM_BENCH_STORE_REPEATS=3 go test -run '^$' -bench StoreSize -benchtime 30000x ./internal/server/
 func BenchmarkStoreSize(b *testing.B) {
 	sizes := envInts(b, envStoreSizes, []int{1000, 100000})
+	if !slices.IsSorted(sizes) || len(sizes) == 0 {
+		b.Fatalf("%s=%v: want counts in increasing order", envStoreSizes, sizes)
+	}
 	calls := envInts(b, envListCalls, []int{200})[0]
-	e := storeEnv(b)
+	repeats := max(envInts(b, envStoreRepeats, []int{1})[0], 1)
+	db := envInts(b, envStoreDB, []int{9})[0]
+	small := newSizedStore(b, db+1, sizes[0])
+	small.growTo(b, sizes[0])
+	// The small store's first measurement reports its bytes per run
+	// (decided per sub-benchmark: go test calls each with b.N 1 first).
+	reportMemory := true
+	measure := func(s *sizedStore) func(*testing.B) {
+		memory := reportMemory && s == small
+		if memory {
+			reportMemory = false
+		}
+		return func(b *testing.B) { s.measure(b, calls, memory) }
+	}
+	if len(sizes) == 1 {
+		for range repeats {
+			b.Run(fmt.Sprintf("stored=%d", sizes[0]), measure(small))
+		}
+		return
+	}
+	grown := newSizedStore(b, db, sizes[0])
+	for _, n := range sizes[1:] {
+		grown.growTo(b, n)
+		b.Run(fmt.Sprintf("beside=%d", n), func(b *testing.B) {
+			for rep := range repeats {
+				pair := []*sizedStore{small, grown}
+				if rep%2 == 1 {
+					pair[0], pair[1] = grown, small
+				}
+				for _, s := range pair {
+					b.Run(fmt.Sprintf("stored=%d", s.stored), measure(s))
+				}
+			}
+		})
+	}
+}
+
+// sizedStore is an engine over a store filled to a size: real finished
+// runs, stuck runs, and clones of a packed run.
+type sizedStore struct {
+	e                *env
+	stored           int
+	tmpl             *runKeys
+	perRun, unpacked float64 // Redis bytes per finished run, packed and as written
+}
+
+// newSizedStore serves an engine over logical database db and fills it
+// with up to 1,000 runs (fewer when first is smaller): real finished runs,
+// packed by the engine's own sweep, and stuckRuns stuck ones.
+func newSizedStore(b *testing.B, db, first int) *sizedStore {
+	e := storeEnv(b, db)
 	if r := e.register(b, tenSteps()); !r.GetRegistered() {
 		b.Fatal(r.GetReport().GetText())
 	}
 	c := context.Background()
-	// The first size holds up to 1,000 runs, the stuck ones included.
-	finished := finishRuns(b, e, max(min(sizes[0], 1000)-stuckRuns, 1))
-	unpacked := prefixMemory(b, e) / float64(len(finished))
+	finished := finishRuns(b, e, max(min(first, 1000)-stuckRuns, 1))
+	s := &sizedStore{e: e, unpacked: prefixMemory(b, e) / float64(len(finished))}
 	// The sweeper packs a run that ended a minute ago: the engine's clock
 	// moves past the minute, and its own sweep packs them.
 	e.clock.Advance(2 * engine.DefaultPackAfter)
@@ -78,40 +143,47 @@ func BenchmarkStoreSize(b *testing.B) {
 	if packed != len(finished) {
 		b.Fatalf("the sweep packed %d of the %d finished runs", packed, len(finished))
 	}
-	perRun := prefixMemory(b, e) / float64(len(finished))
-	tmpl := readRunKeys(b, e, finished[0])
+	s.perRun = prefixMemory(b, e) / float64(len(finished))
+	s.tmpl = readRunKeys(b, e, finished[0])
 	addStuck(b, e)
-	stored := len(finished) + stuckRuns
-	for i, n := range sizes {
-		if n > stored {
-			cloneRuns(b, e, tmpl, n-stored)
-			stored = n
+	s.stored = len(finished) + stuckRuns
+	return s
+}
+
+// growTo clones the template run until the store holds n runs.
+func (s *sizedStore) growTo(b *testing.B, n int) {
+	if n > s.stored {
+		cloneRuns(b, s.e, s.tmpl, n-s.stored)
+		s.stored = n
+	}
+}
+
+// measure is one measurement of the store at its size (see
+// BenchmarkStoreSize); with memory, it also reports bytes per run.
+func (s *sizedStore) measure(b *testing.B, calls int, memory bool) {
+	e, c := s.e, context.Background()
+	resetCommandStats(b, e)
+	made := driveTransitions(b, e, storeWorkers, false)
+	// Redis's own time per commit script, over the transitions: what the
+	// server spends, apart from the engine and the wire.
+	if us, ok := scriptMicros(b, e); ok {
+		b.ReportMetric(us, "redis-µs/commit")
+	}
+	if memory {
+		b.ReportMetric(s.perRun, "B/finished-run")
+		b.ReportMetric(s.unpacked, "B/finished-run-unpacked")
+	}
+	p50, p99 := listLatency(b, e, calls, &realmv1.ListRunsRequest{Limit: 100}, 100)
+	b.ReportMetric(p50, "list-p50-µs")
+	b.ReportMetric(p99, "list-p99-µs")
+	secs := int64(24 * 3600)
+	p50, p99 = listLatency(b, e, calls, &realmv1.ListRunsRequest{Stuck: true, OlderThanSeconds: &secs}, stuckRuns)
+	b.ReportMetric(p50, "stuck-p50-µs")
+	b.ReportMetric(p99, "stuck-p99-µs")
+	for _, id := range made {
+		if err := e.st.DeleteRun(c, id, "", -1); err != nil {
+			b.Fatal(err)
 		}
-		b.Run(fmt.Sprintf("stored=%d", n), func(b *testing.B) {
-			resetCommandStats(b, e)
-			made := driveTransitions(b, e, storeWorkers, false)
-			// Redis's own time per commit script, over the transitions:
-			// what the server spends, apart from the engine and the wire.
-			if us, ok := scriptMicros(b, e); ok {
-				b.ReportMetric(us, "redis-µs/commit")
-			}
-			if i == 0 {
-				b.ReportMetric(perRun, "B/finished-run")
-				b.ReportMetric(unpacked, "B/finished-run-unpacked")
-			}
-			p50, p99 := listLatency(b, e, calls, &realmv1.ListRunsRequest{Limit: 100}, 100)
-			b.ReportMetric(p50, "list-p50-µs")
-			b.ReportMetric(p99, "list-p99-µs")
-			secs := int64(24 * 3600)
-			p50, p99 = listLatency(b, e, calls, &realmv1.ListRunsRequest{Stuck: true, OlderThanSeconds: &secs}, stuckRuns)
-			b.ReportMetric(p50, "stuck-p50-µs")
-			b.ReportMetric(p99, "stuck-p99-µs")
-			for _, id := range made {
-				if err := e.st.DeleteRun(c, id, "", -1); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }
 
@@ -144,18 +216,18 @@ func scriptMicros(b *testing.B, e *env) (float64, bool) {
 	return 0, false
 }
 
-// storeEnv serves an engine over a logical database of its own
-// (REALM_BENCH_STORE_DB, default 9) of the Redis at REDIS_URL, under a
+// storeEnv serves an engine over logical database db of the Redis at
+// REDIS_URL (one no other test uses), under a
 // prefix of its own deleted at the end. SCAN walks one database: other
 // tests sharing the server clean up their prefixes with SCAN, and would
 // otherwise walk the million stored runs on every cleanup, slowing Redis
 // for everyone, this benchmark included.
-func storeEnv(b *testing.B) *env {
+func storeEnv(b *testing.B, db int) *env {
 	opts, err := redis.ParseURL(storetest.RedisURL())
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts.DB = envInts(b, envStoreDB, []int{9})[0]
+	opts.DB = db
 	prefix := storetest.UniquePrefix(b)
 	b.Cleanup(func() {
 		c := redis.NewClient(opts) // the store's client is closed by now
