@@ -16,6 +16,7 @@
 //	go run ./tests/bench            # the full table (up to an hour)
 //	BENCH_QUICK=1 go run ./tests/bench   # fewer transitions, no 1M store
 //	go run ./tests/bench -from out.txt   # the table of a recorded output
+//	go run ./tests/bench -attribute      # where a transition's CPU and allocations go, by owner
 package main
 
 import (
@@ -56,6 +57,7 @@ func main() {
 	sizes := flag.String("store-sizes", "", "stored runs the store-size benchmark grows through (default 1000,100000,1000000; quick 1000,10000)")
 	listCalls := flag.Int("list-calls", 0, "ListRuns calls behind each list and stuck p99 (default 300; quick 50)")
 	parts := flag.String("parts", "rounds,store", "what to measure: rounds (engine, embedded, MCP), store (the store-size benchmark)")
+	attribution := flag.Bool("attribute", false, "instead of the table: profile the transition benchmarks at 32 runs and print their CPU and allocations per transition by owner (Realm's code, gRPC-go, protobuf-go, go-redis, miniredis, the Go runtime)")
 	flag.Parse()
 
 	if *from != "" {
@@ -80,6 +82,12 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *attribution {
+		if err := measureAttribution(ctx, cfg); err != nil {
+			fail(err)
+		}
+		return
+	}
 	for _, p := range strings.Split(*parts, ",") {
 		if p != "rounds" && p != "store" {
 			fail(fmt.Errorf("-parts %q: each part is rounds or store", *parts))
@@ -114,7 +122,7 @@ func measure(ctx context.Context, cfg config, outPath string, quick bool) error 
 	load0 := loadAverage()
 	progress("load average %s; raw output in %s", load0, outPath)
 	bins := map[string]*testBinary{
-		"engine": {pkgDir: filepath.Join(root, "engine-svc", "internal", "server"), module: filepath.Join(root, "engine-svc"), pkg: "./internal/server"},
+		"engine": engineBinary(root),
 		"mcp":    {pkgDir: filepath.Join(root, "mcp-svc", "cmd", "mcp-svc"), module: filepath.Join(root, "mcp-svc"), pkg: "./cmd/mcp-svc"},
 	}
 	for name, b := range bins {

@@ -19,6 +19,12 @@ type testBinary struct {
 	path   string
 }
 
+// engineBinary is engine-svc's server package, whose test binary holds
+// the transition and store-size benchmarks.
+func engineBinary(root string) *testBinary {
+	return &testBinary{pkgDir: filepath.Join(root, "engine-svc", "internal", "server"), module: filepath.Join(root, "engine-svc"), pkg: "./internal/server"}
+}
+
 func (b *testBinary) build(ctx context.Context, path string) error {
 	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", path, b.pkg)
 	cmd.Dir = b.module

@@ -3,7 +3,10 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,6 +121,7 @@ func benchGRPCNoop(b *testing.B, workers int, ping bool) {
 	var done atomic.Int64
 	lat := make([][]time.Duration, workers)
 	b.ReportAllocs()
+	stopProfile := profileTimed(b)
 	cpu0 := processCPU()
 	b.ResetTimer()
 	var wg sync.WaitGroup
@@ -137,7 +141,9 @@ func benchGRPCNoop(b *testing.B, workers int, ping bool) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	reportTimed(b, lat, processCPU()-cpu0, "calls/s")
+	cpu := processCPU() - cpu0
+	stopProfile()
+	reportTimed(b, lat, cpu, "calls/s")
 }
 
 // benchEngine drives transitions through gRPC, or with core set, by calling
@@ -182,6 +188,7 @@ func driveTransitions(b *testing.B, e *env, workers int, core bool) []string {
 	answer := params(b, map[string]any{"n": 1, "note": "fine"})
 	e.counter.Reset()
 	b.ReportAllocs()
+	stopProfile := profileTimed(b)
 	cpu0 := processCPU()
 	b.ResetTimer()
 	var wg sync.WaitGroup
@@ -217,7 +224,9 @@ func driveTransitions(b *testing.B, e *env, workers int, core bool) []string {
 	}
 	wg.Wait()
 	b.StopTimer()
-	reportTimed(b, lat, processCPU()-cpu0, "transitions/s")
+	cpu := processCPU() - cpu0
+	stopProfile()
+	reportTimed(b, lat, cpu, "transitions/s")
 	b.ReportMetric(float64(e.counter.Count())/float64(b.N), "roundtrips/op")
 	return runIDs
 }
@@ -273,4 +282,51 @@ return 1`)
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transitions/s")
+}
+
+// envProfileDir names a folder for profiles of the timed loops alone
+// (`go run ./tests/bench -attribute` reads them): -test.cpuprofile and
+// -test.memprofile cover the whole process, run creation and cleanup
+// included.
+const envProfileDir = "REALM_BENCH_PROFILE_DIR"
+
+// profileTimed starts, when REALM_BENCH_PROFILE_DIR is set, a CPU profile
+// of the timed loop and snapshots the allocation profile before it; the
+// function it returns stops the CPU profile and snapshots the allocations
+// again (diff the two with pprof -base). Allocations are counted at
+// -test.memprofilerate. go test's first call with b.N 1 is left out.
+func profileTimed(b *testing.B) (stop func()) {
+	dir := os.Getenv(envProfileDir)
+	if dir == "" || b.N == 1 {
+		return func() {}
+	}
+	base := filepath.Join(dir, strings.NewReplacer("/", "_", "=", "-").Replace(b.Name()))
+	heap := func(path string) {
+		runtime.GC() // the allocation profile is as of the last GC
+		f, err := os.Create(path)
+		if err == nil {
+			err = pprof.Lookup("allocs").WriteTo(f, 0)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			b.Fatalf("allocation profile: %v", err)
+		}
+	}
+	heap(base + ".allocs0")
+	f, err := os.Create(base + ".cpu")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatalf("CPU profile (is -test.cpuprofile set too?): %v", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+		heap(base + ".allocs1")
+	}
 }
