@@ -64,6 +64,7 @@ const (
 //
 //	cd engine-svc && REALM_BENCH_STORE_SIZES=1000,100000,1000000 REALM_BENCH_STORE_REPEATS=3 go test -run '^$' -bench StoreSize -benchtime 30000x ./internal/server/
 func BenchmarkStoreSize(b *testing.B) {
+	engineGC(b)
 	sizes := envInts(b, envStoreSizes, []int{1000, 100000})
 	if !slices.IsSorted(sizes) || len(sizes) == 0 {
 		b.Fatalf("%s=%v: want counts in increasing order", envStoreSizes, sizes)
