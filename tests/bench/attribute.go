@@ -257,15 +257,11 @@ type profiled struct{ label, bench string }
 // transition: the figures behind the #23 rows a project cannot meet in
 // its own code.
 func measureAttribution(ctx context.Context, cfg config) error {
-	root, err := repoRoot(ctx)
+	root, tmp, done, err := workspace(ctx, "realm-attribution-")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "realm-attribution-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
+	defer done()
 	bin := engineBinary(root)
 	progress("building the engine benchmarks (go test -c %s)", bin.pkg)
 	if err := bin.build(ctx, filepath.Join(tmp, "engine.test")); err != nil {

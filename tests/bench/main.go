@@ -100,15 +100,11 @@ func main() {
 }
 
 func measure(ctx context.Context, cfg config, outPath string, quick bool) error {
-	root, err := repoRoot(ctx)
+	root, tmp, done, err := workspace(ctx, "realm-bench-")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "realm-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
+	defer done()
 	if outPath == "" {
 		outPath = filepath.Join(os.TempDir(), "realm-bench-"+time.Now().UTC().Format("20060102-150405")+".txt")
 	}

@@ -145,14 +145,14 @@ func Rows(r Results) []Row {
 	// Each grown size N is measured beside the small store (the pair
 	// takes turns, repeat i with repeat i); with no grown size, the small
 	// store alone.
-	at := func(n int) string { return stored + strconv.Itoa(n) }
-	smallFirst := at(small)
+	// The small store's first measurement (it carries bytes per run).
+	smallFirst := stored + strconv.Itoa(small)
+	if len(grown) > 0 {
+		smallFirst = besideName(grown[0], small)
+	}
 	for _, n := range grown {
 		beside, big := besideName(n, small), besideName(n, n)
 		sn, nn := thousands(float64(small)), thousands(float64(n))
-		if len(grown) > 0 && n == grown[0] {
-			smallFirst = beside
-		}
 		rows = append(rows,
 			alongside(fmt.Sprintf("transitions/s through gRPC, 32 runs, %s stored runs (beside %s)", sn, nn), perSec, tps(beside)),
 			alongside(fmt.Sprintf("transitions/s through gRPC, 32 runs, %s stored runs", nn), perSec, tps(big)),

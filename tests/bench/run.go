@@ -103,6 +103,18 @@ func summary(s Sample) string {
 	return strings.Join(parts, ", ")
 }
 
+// workspace is the repository's root and a temporary folder for test
+// binaries and profiles; done removes the folder.
+func workspace(ctx context.Context, pattern string) (root, tmp string, done func(), err error) {
+	if root, err = repoRoot(ctx); err != nil {
+		return "", "", nil, err
+	}
+	if tmp, err = os.MkdirTemp("", pattern); err != nil {
+		return "", "", nil, err
+	}
+	return root, tmp, func() { _ = os.RemoveAll(tmp) }, nil
+}
+
 // repoRoot is the folder of the go.work the go command uses.
 func repoRoot(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOWORK").Output()
