@@ -82,9 +82,9 @@ func setup(t testing.TB, backend string, opts ...setupOption) *env {
 		rc.AddHook(metrics.RedisHook(cfg.metrics))
 	}
 	counter := &store.RoundTripCounter{}
-	// Commits are pipelined on Redis and Cluster as engine-svc does there;
-	// the embedded store and miniredis take them one at a time.
-	pipelined := backend == "redis" || backend == "cluster"
+	// Commits are pipelined as engine-svc pipelines them (on Redis, Cluster
+	// and the embedded store); miniredis takes them one at a time.
+	pipelined := backend == "redis" || backend == "cluster" || backend == "embedded"
 	st := store.NewRedis(rc, store.Options{Prefix: prefix, Buckets: 16, Counter: counter, PipelineCommits: pipelined})
 	clk := &clock{}
 	reg := registry.New(rc, prefix, clk.Now, time.Millisecond)

@@ -75,9 +75,9 @@ type Options struct {
 	// DefaultSettleTimeout).
 	SettleTimeout time.Duration
 	// PipelineCommits sends concurrent commits together, one pipeline of
-	// commit scripts per round trip (see commitPipe). For Redis; not for
-	// the embedded store, which fsyncs each command of a pipeline in turn
-	// where separate connections share one fsync.
+	// commit scripts per round trip (see commitPipe). engine-svc sets it
+	// on Redis and on the embedded store, where the replies of a pipeline
+	// share an fsync.
 	PipelineCommits bool
 }
 

@@ -14,9 +14,8 @@ import (
 
 // BenchmarkEmbeddedCommit measures CommitRun of new runs, each fsynced
 // before its reply, with 1 and 32 concurrent writers (group commit), and
-// at 32 with Options.PipelineCommits, which engine-svc leaves off on the
-// embedded store: the server fsyncs a pipeline's commits one after
-// another, where separate connections share an fsync.
+// at 32 with Options.PipelineCommits, as engine-svc sends them: the
+// replies of a pipeline share an fsync.
 func BenchmarkEmbeddedCommit(b *testing.B) {
 	for _, tc := range []struct {
 		writers int

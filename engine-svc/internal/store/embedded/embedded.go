@@ -8,7 +8,11 @@
 // transaction) is run and appended to the journal under one lock, so the
 // journal's order is the execution order, and the journal is fsynced
 // before the reply is sent: an acknowledged write survives kill -9 and
-// power loss. Concurrent writers share one fsync (group commit). Scripts
+// power loss. Replies wait at the socket, not in the command (conn.go):
+// a connection's next commands run while its replies wait for the fsync,
+// so the writes of a pipeline share an fsync as concurrent connections do
+// (group commit), and no reply, to a read either, leaves before every
+// write that ran before it is on disk. Scripts
 // called by EVALSHA are journaled as EVAL with their body, so a replay
 // needs no script cache; the store's commit script, the one every run
 // change goes through, is not run in Lua at all: it is done in Go
@@ -23,14 +27,18 @@
 // commands wait only for the rotation: the state at the cut is rebuilt in
 // a miniredis of its own from the base and journals on disk.
 //
-// Failure. If an append or fsync fails (disk full, read-only directory,
-// I/O error) the command gets an error reply ("embedded store cannot
-// persist …"), which the engine reports as ENGINE_STORE_FAILED; nothing is
-// acknowledged. The command has already run in memory, so from then on
-// every write is refused (reads keep working) until a full base of the
-// memory plus a fresh journal is written, tried once a second: writes
-// resume when the disk does. A refused write may therefore still appear
-// after recovery or a restart, whole, never in part.
+// Failure. If an append fails (disk full, read-only directory, I/O
+// error) the command gets an error reply ("embedded store cannot persist
+// …"), which the engine reports as ENGINE_STORE_FAILED; nothing is
+// acknowledged. If an fsync fails, the connections waiting for it are
+// closed unanswered, and so is any connection with a reply to send until
+// a base is written as below: a later fsync's success says nothing of the
+// pages the failed one lost. The command has already run in memory, so
+// from then on every write is refused (reads keep working, after a failed
+// append) until a full base of the memory plus a fresh journal is
+// written, tried once a second: writes resume when the disk does. A
+// refused write may therefore still appear after recovery or a restart,
+// whole, never in part.
 //
 // Limits: only database 0 is persisted (SELECT of another database is
 // refused), WATCH and blocking commands are refused, and only strings,
@@ -49,6 +57,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -84,6 +93,21 @@ type Server struct {
 	// syncMu orders fsyncs (group commit); taken before jmu when both are.
 	syncMu sync.Mutex
 	synced int64 // records known to be on disk
+	// syncErr is a failed fsync's error, kept until a base of the memory
+	// is written (see waitSynced).
+	syncErr error
+	// syncJournal is the group commit's fsync: (*os.File).Sync, which
+	// tests replace to hold or fail it.
+	syncJournal func(*os.File) error
+	// durableSeq is synced, readable without syncMu; appended is written,
+	// readable without jmu. A connection's replies wait for the one to
+	// reach the other (conn.go).
+	durableSeq atomic.Int64
+	appended   atomic.Int64
+
+	listener   net.Listener
+	acceptDone chan struct{}
+	senders    sync.WaitGroup // every durableConn's sender
 
 	// jmu serialises write commands with their journal append.
 	jmu      sync.Mutex
@@ -149,15 +173,16 @@ func Open(ctx context.Context, dir string, logger *slog.Logger) (*Server, error)
 		return nil, err
 	}
 	s := &Server{
-		m:       miniredis.NewMiniRedis(),
-		dir:     dir,
-		log:     logger,
-		unlock:  unlock,
-		scripts: map[string]string{},
-		inTx:    map[*server.Peer]*txState{},
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
-		ttlDone: make(chan struct{}),
+		m:           miniredis.NewMiniRedis(),
+		dir:         dir,
+		log:         logger,
+		unlock:      unlock,
+		scripts:     map[string]string{},
+		inTx:        map[*server.Peer]*txState{},
+		syncJournal: (*os.File).Sync,
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+		ttlDone:     make(chan struct{}),
 	}
 	// TTLs follow the wall clock, as in Redis, aged by ttlLoop (not
 	// miniredis's ClockTTL, which walks every key on every command).
@@ -166,14 +191,27 @@ func Open(ctx context.Context, dir string, logger *slog.Logger) (*Server, error)
 		unlock()
 		return nil, err
 	}
-	if err := s.m.StartAddr("127.0.0.1:0"); err != nil {
+	// miniredis listens itself unless started by Dial (its public way to
+	// start without a listener); the store listens instead, to hold each
+	// connection's replies until they are durable (conn.go).
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("embedded: start: %w", err)
 	}
+	pipe, err := s.m.Dial()
+	if err != nil {
+		_ = l.Close()
+		unlock()
+		return nil, fmt.Errorf("embedded: start: %w", err)
+	}
+	_ = pipe.Close()
+	s.listener, s.acceptDone = l, make(chan struct{})
 	s.srv = s.m.Server()
 	s.gen = gen
 	replayed, err := s.replay(ctx, gen)
 	if err != nil {
+		_ = l.Close()
 		s.m.Close()
 		unlock()
 		return nil, err
@@ -198,7 +236,8 @@ func Open(ctx context.Context, dir string, logger *slog.Logger) (*Server, error)
 		}
 	}
 	s.srv.SetPreHook(s.hook)
-	logger.Info("embedded store started", "addr", s.m.Addr(), "dir", dir, "keys", n, "journal_records", replayed)
+	logger.Info("embedded store started", "addr", s.Addr(), "dir", dir, "keys", n, "journal_records", replayed)
+	go s.serve(l)
 	go s.loop()
 	go s.ttlLoop()
 	return s, nil
@@ -207,10 +246,10 @@ func Open(ctx context.Context, dir string, logger *slog.Logger) (*Server, error)
 func ptr[T any](v T) *T { return &v }
 
 // Addr is host:port of the server.
-func (s *Server) Addr() string { return s.m.Addr() }
+func (s *Server) Addr() string { return s.listener.Addr().String() }
 
 // URL is the server's redis:// URL.
-func (s *Server) URL() string { return "redis://" + s.m.Addr() }
+func (s *Server) URL() string { return "redis://" + s.Addr() }
 
 // Path is the base file.
 func (s *Server) Path() string { return filepath.Join(s.dir, SnapshotFile) }
@@ -306,16 +345,12 @@ func (s *Server) hook(p *server.Peer, cmd string, args ...string) bool {
 		p.WriteError(refusal(*f))
 		return true
 	}
-	reply, seq, err := s.run(p, full)
+	reply, _, err := s.run(p, full)
 	if err != nil {
 		p.WriteError(err.Error())
 		return true
 	}
-	if err := s.waitSynced(seq); err != nil {
-		p.WriteError(refusal(err))
-		return true
-	}
-	p.WriteRaw(reply)
+	p.WriteRaw(reply) // sent once its record is durable (conn.go)
 	return true
 }
 
@@ -344,17 +379,12 @@ func (s *Server) commitNative(p *server.Peer, args []string) {
 		p.WriteError(refusal(*f))
 		return
 	}
-	reply, seq, err := s.runCommit(c)
+	reply, _, err := s.runCommit(c)
 	if err != nil {
 		p.WriteError(err.Error())
 		return
 	}
-	if seq > 0 {
-		if err := s.waitSynced(seq); err != nil {
-			p.WriteError(refusal(err))
-			return
-		}
-	}
+	// Sent once its record is durable (conn.go).
 	p.WriteLen(len(reply))
 	for _, v := range reply {
 		switch v := v.(type) {
@@ -485,6 +515,7 @@ func (s *Server) appendRecord(cmds [][]string) (int64, error) {
 		return 0, errors.New(refusal(err))
 	}
 	s.written++
+	s.appended.Store(s.written)
 	return s.written, nil
 }
 
@@ -543,27 +574,41 @@ func (s *Server) fail(err error) {
 
 // waitSynced returns once record seq is on disk. The first waiter fsyncs
 // everything appended so far; the others find their record covered.
+//
+// After a failed append the records before it are whole, so an fsync
+// still makes them durable and their replies may go. After a failed
+// fsync nothing past synced can be trusted to be on disk, even if a later
+// fsync succeeds (Linux drops the dirty pages and reports the error
+// once), until a base of the memory is written (writeMemoryLocked).
 func (s *Server) waitSynced(seq int64) error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	if s.synced >= seq {
 		return nil
 	}
-	if f := s.failed.Load(); f != nil {
-		return *f
+	if s.syncErr != nil {
+		return s.syncErr
 	}
 	s.jmu.Lock()
 	f, w := s.journal, s.written
 	s.jmu.Unlock()
-	if err := f.Sync(); err != nil {
+	if err := s.syncJournal(f); err != nil {
 		err = fmt.Errorf("fsync %s: %w", f.Name(), err)
+		s.syncErr = err
 		s.jmu.Lock()
 		s.fail(err)
 		s.jmu.Unlock()
 		return err
 	}
-	s.synced = w
+	s.setSynced(w)
 	return nil
+}
+
+// setSynced records that the first n records are on disk; called with
+// syncMu held.
+func (s *Server) setSynced(n int64) {
+	s.synced = n
+	s.durableSeq.Store(n)
 }
 
 func (s *Server) loop() {
@@ -623,12 +668,13 @@ func (s *Server) compact() error {
 	// Everything in the old journal is on disk before the cut.
 	if err := s.journal.Sync(); err != nil {
 		err = fmt.Errorf("fsync %s: %w", s.journal.Name(), err)
+		s.syncErr = err
 		s.fail(err)
 		s.jmu.Unlock()
 		s.syncMu.Unlock()
 		return err
 	}
-	s.synced = s.written
+	s.setSynced(s.written)
 	next, err := s.createJournal(s.gen + 1)
 	if err != nil {
 		// Keep appending to the current journal; nothing is lost.
@@ -724,7 +770,9 @@ func (s *Server) writeMemoryLocked() error {
 	if s.journal != nil {
 		_ = s.journal.Close()
 	}
-	s.journal, s.gen, s.size, s.baseSeq, s.synced = next, gen, 0, s.written, s.written
+	s.journal, s.gen, s.size, s.baseSeq = next, gen, 0, s.written
+	s.setSynced(s.written)
+	s.syncErr = nil
 	s.failed.Store(nil)
 	s.log.Info("embedded store wrote a base and started a fresh journal", "dir", s.dir, "journal", next.Name())
 	if err := removeJournalsBefore(s.dir, gen); err != nil {
@@ -758,7 +806,12 @@ func (s *Server) Close() error {
 		close(s.stop)
 		<-s.done
 		<-s.ttlDone
-		s.m.Close() // waits for every connection: nothing runs after this
+		_ = s.listener.Close()
+		<-s.acceptDone
+		// Waits for every connection, so for their senders to send what
+		// they held: nothing runs after this.
+		s.m.Close()
+		s.senders.Wait()
 		s.syncMu.Lock()
 		s.jmu.Lock()
 		if s.journal != nil {

@@ -255,18 +255,25 @@ func TestKill9KeepsEveryAcknowledgedRun(t *testing.T) {
 		}
 		addr := strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
 
+		// Round 0: a client each, one commit per round trip. Round 1: one
+		// client whose concurrent commits share pipelines, as engine-svc's.
 		const writers = 8
 		var mu sync.Mutex
 		acked := map[string]string{}
 		tried := map[string]string{}
 		var wg sync.WaitGroup
+		shared := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		piped := store.NewRedis(shared, store.Options{Buckets: 8, PipelineCommits: true})
 		for w := range writers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-				defer func() { _ = c.Close() }()
-				s := store.NewRedis(c, store.Options{Buckets: 8})
+				s := piped
+				if round == 0 {
+					c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+					defer func() { _ = c.Close() }()
+					s = store.NewRedis(c, store.Options{Buckets: 8})
+				}
 				for i := 0; ; i++ {
 					id := s.NewRunID(fmt.Sprintf("r%d-w%d-%d", round, w, i))
 					doc := fmt.Sprintf(`{"round":%d,"writer":%d,"n":%d}`, round, w, i)
@@ -287,6 +294,7 @@ func TestKill9KeepsEveryAcknowledgedRun(t *testing.T) {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		wg.Wait()
 		_ = cmd.Wait()
+		_ = shared.Close()
 
 		srv, err := embedded.Open(ctx, dir, nil)
 		if err != nil {
