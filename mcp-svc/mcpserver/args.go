@@ -364,6 +364,16 @@ func (a *args) object(name string) (*structpb.Struct, error) {
 	return toStruct(m)
 }
 
+// objectJSON is an object argument as JSON ({} when absent), the form
+// engine-svc prefers to a Struct.
+func (a *args) objectJSON(name string) ([]byte, error) {
+	m, _ := a.m[name].(map[string]any)
+	if m == nil {
+		return []byte("{}"), nil
+	}
+	return json.Marshal(m)
+}
+
 // optObject is an object argument as a Struct; nil when absent.
 func (a *args) optObject(name string) (*structpb.Struct, error) {
 	m, ok := a.m[name].(map[string]any)

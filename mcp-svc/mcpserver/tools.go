@@ -138,7 +138,7 @@ var tools = []*tool{
 			pNonce,
 		},
 		call: func(ctx context.Context, s *Server, a *args) (any, error) {
-			params, err := a.object("params")
+			params, err := a.objectJSON("params")
 			if err != nil {
 				return nil, err
 			}
@@ -147,7 +147,7 @@ var tools = []*tool{
 				return nil, err
 			}
 			resp, err := s.engine.ExecuteStep(ctx, &realmv1.ExecuteStepRequest{
-				RunId: a.str("run_id"), Command: a.str("command"), Params: params, Trace: trace,
+				RunId: a.str("run_id"), Command: a.str("command"), ParamsJson: params, Trace: trace,
 				WriterNonce: a.str("writer_nonce"), Caller: s.caller,
 			})
 			if err != nil {

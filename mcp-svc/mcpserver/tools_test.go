@@ -199,7 +199,7 @@ func TestArgumentsMapFieldForFieldOntoTheRequest(t *testing.T) {
 	}{
 		{"execute_step", "execute_step",
 			`{"run_id":"r","command":"classify","params":{"category":"billing"},"writer_nonce":"n","trace":[{"event":"e","timestamp":"t","data":{"k":1},"extra":true}]}`,
-			&realmv1.ExecuteStepRequest{RunId: "r", Command: "classify", Params: mustStruct(`{"category":"billing"}`), WriterNonce: "n",
+			&realmv1.ExecuteStepRequest{RunId: "r", Command: "classify", ParamsJson: []byte(`{"category":"billing"}`), WriterNonce: "n",
 				Trace: []*realmv1.TraceEntry{{Event: "e", Timestamp: "t", Data: mustStruct(`{"k":1}`)}}, Caller: testCaller}},
 		{"start_run_batch", "start_run_batch",
 			`{"workflow_id":"w","items":[{"params":{"ticket":201},"idempotency_key":"k"}],"max_items":3,"parent_run_id":"p","on_live_match":"fail","on_terminal_match":"rerun"}`,

@@ -2,6 +2,7 @@ package drive
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -99,12 +100,15 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 				return err
 			}
 		}
-		params, err := structpb.NewStruct(res.Output)
+		params, err := json.Marshal(res.Output)
+		if err == nil && res.Output == nil {
+			params = []byte("{}")
+		}
 		if err != nil {
 			return d.stop(d.failure(step, &provider.CallError{Class: provider.ClassOther, Message: err.Error(), Usage: billed}), step,
 				fmt.Sprintf("✗ Step '%s' failed: the model's answer cannot be sent: %s", step, err), d.reattachLine())
 		}
-		exec := &realmv1.ExecuteStepRequest{RunId: d.runID, Command: step, Params: params, Caller: d.o.Caller,
+		exec := &realmv1.ExecuteStepRequest{RunId: d.runID, Command: step, ParamsJson: params, Caller: d.o.Caller,
 			StructuredOutput: d.strictRecord(step, info, res, box), ToolCalls: toolCallsProto(res.ToolCalls)}
 		// The requests behind this answer (repairs included) are billed to
 		// the attempt the engine records; it derives include_steps' cost.

@@ -2,7 +2,11 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/errcode"
@@ -16,8 +20,12 @@ import (
 // auto and guard step that became ready, and replies.
 func (e *Engine) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepRequest) (*realmv1.Reply, error) {
 	command := req.GetCommand()
+	params, err := answerParams(req)
+	if err != nil {
+		return nil, err
+	}
 	in := answerIn{
-		params: req.GetParams().AsMap(), claimToken: req.GetClaimToken(),
+		params: params, claimToken: req.GetClaimToken(),
 		trace: req.GetTrace(), nonce: req.GetWriterNonce(), usage: req.GetUsage(),
 		toolCalls: toolCallsOf(req.GetToolCalls()),
 	}
@@ -45,6 +53,22 @@ func (e *Engine) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepReques
 		return nil, err
 	}
 	return t.finish(t.executeReply(command, out)), nil
+}
+
+// answerParams is the answer: params_json decoded, or params.
+func answerParams(req *realmv1.ExecuteStepRequest) (map[string]any, error) {
+	raw := req.GetParamsJson()
+	if len(raw) == 0 {
+		return req.GetParams().AsMap(), nil
+	}
+	if req.GetParams() != nil {
+		return nil, status.Error(codes.InvalidArgument, "params and params_json are both set; send one")
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, status.Error(codes.InvalidArgument, "params_json must be a JSON object")
+	}
+	return m, nil
 }
 
 // answerIn is what execute_step brings besides the step's name: the answer

@@ -61,7 +61,7 @@ func WithinSize(what string, m proto.Message, limit int) error {
 }
 
 // WithinLength refuses s (what names it) when it is longer than limit bytes.
-func WithinLength(what, s string, limit int) error {
+func WithinLength[T ~string | ~[]byte](what string, s T, limit int) error {
 	if len(s) > limit {
 		return errcode.New(errcode.ResourceTooLarge, fmt.Sprintf("%s is %d bytes, over the limit of %d bytes; nothing was recorded.", what, len(s), limit))
 	}

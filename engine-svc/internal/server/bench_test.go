@@ -202,7 +202,8 @@ func driveTransitions(b *testing.B, e *env, workers int, core bool) []string {
 	var next atomic.Int64 // next run to take
 	var done atomic.Int64 // transitions made
 	lat := make([][]time.Duration, workers)
-	answer := params(b, map[string]any{"n": 1, "note": "fine"})
+	// As the front doors send it: JSON, no google.protobuf.Struct.
+	answer := []byte(`{"n":1,"note":"fine"}`)
 	e.counter.Reset()
 	b.ReportAllocs()
 	stopProfile := profileTimed(b)
@@ -220,7 +221,7 @@ func driveTransitions(b *testing.B, e *env, workers int, core bool) []string {
 						return
 					}
 					t0 := time.Now()
-					req := &realmv1.ExecuteStepRequest{RunId: run, Command: "s" + strconv.Itoa(i), Params: answer}
+					req := &realmv1.ExecuteStepRequest{RunId: run, Command: "s" + strconv.Itoa(i), ParamsJson: answer}
 					var reply *realmv1.Reply
 					var err error
 					if core {

@@ -58,6 +58,8 @@ func TestEachValueIsBoundedAndNothingIsHalfWritten(t *testing.T) {
 	before := state(t, a, run).GetRunVersion()
 	_, err = a.client.ExecuteStep(ctx(t), &realmv1.ExecuteStepRequest{RunId: run, Command: "draft", Params: params(t, map[string]any{"reply": huge})})
 	tooLarge("an agent's answer", err)
+	_, err = a.client.ExecuteStep(ctx(t), &realmv1.ExecuteStepRequest{RunId: run, Command: "draft", ParamsJson: []byte(`{"reply":"` + huge + `"}`)})
+	tooLarge("an agent's answer as params_json", err)
 	if v := state(t, a, run).GetRunVersion(); v != before {
 		t.Errorf("a refused answer wrote the run: version %d → %d", before, v)
 	}

@@ -119,6 +119,9 @@ func (s *Server) ExecuteStep(ctx context.Context, req *realmv1.ExecuteStepReques
 	if err := engine.WithinSize("The step's params", req.GetParams(), engine.MaxValueBytes); err != nil {
 		return nil, grpcErr(err)
 	}
+	if err := engine.WithinLength("The step's params", req.GetParamsJson(), engine.MaxValueBytes); err != nil {
+		return nil, grpcErr(err)
+	}
 	r, err := s.e.ExecuteStep(ctx, req)
 	if err != nil {
 		return nil, grpcErr(err)

@@ -1716,7 +1716,12 @@ type ExecuteStepRequest struct {
 	// tool_calls are the tool calls the model made while reaching this
 	// answer, in order (agent-driver §10.4); kept as the evidence entry's
 	// tool_calls.
-	ToolCalls     []*ToolCall `protobuf:"bytes,10,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	ToolCalls []*ToolCall `protobuf:"bytes,10,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// params_json is params as a JSON object, the form to prefer (the front
+	// doors send it): no google.protobuf.Struct is built by the caller and
+	// taken apart by the engine. Set params or params_json, not both;
+	// anything but a JSON object is refused.
+	ParamsJson    []byte `protobuf:"bytes,11,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1817,6 +1822,13 @@ func (x *ExecuteStepRequest) GetStructuredOutput() *structpb.Struct {
 func (x *ExecuteStepRequest) GetToolCalls() []*ToolCall {
 	if x != nil {
 		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *ExecuteStepRequest) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
 	}
 	return nil
 }
@@ -6068,7 +6080,7 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"TraceEntry\x12\x14\n" +
 	"\x05event\x18\x01 \x01(\tR\x05event\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\tR\ttimestamp\x12+\n" +
-	"\x04data\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04data\"\xca\x03\n" +
+	"\x04data\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04data\"\xeb\x03\n" +
 	"\x12ExecuteStepRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x12/\n" +
@@ -6082,7 +6094,9 @@ const file_realm_v1_engine_proto_rawDesc = "" +
 	"\x11structured_output\x18\t \x01(\v2\x17.google.protobuf.StructR\x10structuredOutput\x121\n" +
 	"\n" +
 	"tool_calls\x18\n" +
-	" \x03(\v2\x12.realm.v1.ToolCallR\ttoolCallsB\x0e\n" +
+	" \x03(\v2\x12.realm.v1.ToolCallR\ttoolCalls\x12\x1f\n" +
+	"\vparams_json\x18\v \x01(\fR\n" +
+	"paramsJsonB\x0e\n" +
 	"\f_claim_token\"<\n" +
 	"\x13ExecuteStepResponse\x12%\n" +
 	"\x05reply\x18\x01 \x01(\v2\x0f.realm.v1.ReplyR\x05reply\"\xde\x02\n" +
