@@ -16,7 +16,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/realm-go/realm/engine-svc/enginetest"
 	"github.com/realm-go/realm/mcp-svc/mcpserver"
@@ -214,12 +213,13 @@ func burst(b *testing.B, clients, lo, hi int, do func(worker, i int) error) time
 // turn.
 const doorChunk = 50
 
-// benchParams is execute_step's answer on the gRPC rows, built once: the
-// rows measure the call, not building its Struct.
-var benchParams, _ = structpb.NewStruct(map[string]any{"ok": true})
+// benchParams is execute_step's answer on the gRPC rows, encoded once as
+// the door sends it (params_json): the rows measure the call, not
+// encoding the answer.
+var benchParams = []byte(`{"ok":true}`)
 
 func grpcStep(eng realmv1.EngineServiceClient, run string) error {
-	resp, err := eng.ExecuteStep(context.Background(), &realmv1.ExecuteStepRequest{RunId: run, Command: "answer", Params: benchParams})
+	resp, err := eng.ExecuteStep(context.Background(), &realmv1.ExecuteStepRequest{RunId: run, Command: "answer", ParamsJson: benchParams})
 	if err == nil && resp.GetReply().GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK {
 		err = fmt.Errorf("status %v: %v", resp.GetReply().GetStatus(), resp.GetReply().GetErrors())
 	}

@@ -119,17 +119,7 @@ func TestAFailedFsyncAcknowledgesNothing(t *testing.T) {
 	if err := c.Set(ctx, "unacked", "1", 0).Err(); err == nil {
 		t.Fatal("a write whose fsync failed was acknowledged")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := c.Set(ctx, "after", "resumed", 0).Err()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("writes did not resume after the failed fsync: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	setOnceWritesResume(t, c, "after", "resumed", "the failed fsync")
 	_ = c.Close()
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -73,17 +72,7 @@ func TestFullDiskRefusesWritesAndResumes(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := c.Set(ctx, "after", "resumed", 0).Err()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("writes did not resume after the disk had room: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	setOnceWritesResume(t, c, "after", "resumed", "the disk had room")
 	_ = c.Close()
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)

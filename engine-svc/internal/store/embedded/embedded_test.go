@@ -290,6 +290,23 @@ func TestCloseTwiceIsSafe(t *testing.T) {
 	}
 }
 
+// setOnceWritesResume sets key to v, trying every 100 ms for up to 10 s
+// while the store refuses writes (after what names the fault).
+func setOnceWritesResume(t *testing.T, c *redis.Client, key, v, after string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := c.Set(ctx, key, v, 0).Err()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writes did not resume after %s: %v", after, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TTLs run out with the wall clock: a key is gone soon after its TTL, its
