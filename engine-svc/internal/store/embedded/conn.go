@@ -22,9 +22,12 @@ import (
 // every write that ran before it is durable. It holds for read replies
 // too, so no client reads a write that a crash could still take back.
 
-// maxPending bounds the reply bytes a connection holds; miniredis waits
-// (stops reading that connection's commands) while it is reached, as a
-// client that does not read its replies must not grow the store's memory.
+// maxPending bounds the reply bytes a connection holds beyond what its
+// socket took (Server.maxPending, which tests lower). A client past it is
+// disconnected, as Redis's client-output-buffer-limit does: it does not
+// read its replies, and neither growing the store's memory nor waiting
+// for it is right (miniredis writes a reply with its own lock held, so a
+// wait would stall every connection).
 const maxPending = 16 << 20
 
 // closeDrain bounds how long a closed connection spends sending the
@@ -79,14 +82,19 @@ func (d *durableConn) Write(b []byte) (int, error) {
 	seq := d.s.appended.Load() // b holds replies of writes appended by now
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for len(d.pending) >= maxPending && d.err == nil && !d.closing {
-		d.cond.Wait()
-	}
 	if d.err != nil {
 		return 0, d.err
 	}
 	if d.closing {
 		return 0, errConnClosed
+	}
+	if limit := d.s.maxPending.Load(); int64(len(d.pending)+len(b)) > limit {
+		d.err = fmt.Errorf("embedded: a client left more than %d bytes of replies unread; its connection is closed", limit)
+		d.s.log.Warn("embedded store closed a connection that does not read its replies", "remote", d.Conn.RemoteAddr().String(), "limit_bytes", limit)
+		d.pending = nil
+		_ = d.Conn.Close() // the reader and the sender stop on it
+		d.cond.Broadcast()
+		return 0, d.err
 	}
 	d.pending = append(d.pending, b...)
 	d.barrier = max(d.barrier, seq)
@@ -119,18 +127,18 @@ func (d *durableConn) send() {
 	var out []byte
 	for {
 		d.mu.Lock()
-		for len(d.pending) == 0 && !d.closing {
+		for len(d.pending) == 0 && !d.closing && d.err == nil {
 			d.cond.Wait()
 		}
-		if len(d.pending) == 0 { // closing, nothing left
-			d.err = errConnClosed
-			d.cond.Broadcast()
+		if d.err != nil || len(d.pending) == 0 { // dropped, or closing with nothing left
+			if d.err == nil {
+				d.err = errConnClosed
+			}
 			d.mu.Unlock()
 			return
 		}
 		out, d.pending = d.pending, out[:0]
 		barrier := d.barrier
-		d.cond.Broadcast() // room for a waiting Write
 		d.mu.Unlock()
 
 		err := d.s.waitDurable(barrier)
@@ -141,7 +149,6 @@ func (d *durableConn) send() {
 			d.mu.Lock()
 			d.err = fmt.Errorf("embedded: connection dropped: %w", err)
 			d.pending = nil
-			d.cond.Broadcast()
 			d.mu.Unlock()
 			return
 		}

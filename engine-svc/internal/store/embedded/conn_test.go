@@ -1,9 +1,14 @@
 package embedded_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -166,5 +171,52 @@ func TestPipelinesOnManyConnectionsAnswerInOrder(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A client that sends commands and does not read the replies is
+// disconnected once it is owed more than maxPending bytes beyond what its
+// socket took, as Redis's client-output-buffer-limit does; meanwhile, and
+// after, every other client is served. (Waiting for it instead would hold
+// miniredis's lock and stall them all.)
+func TestAClientThatDoesNotReadIsDisconnected(t *testing.T) {
+	srv, c := open(t, t.TempDir())
+	srv.SetMaxPending(64 << 10)
+	value := strings.Repeat("v", 4<<10)
+	if err := c.Set(ctx, "k", value, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+
+	// 20,000 GETs (440 kB) ask for 80 MB of replies; nothing reads them.
+	const n = 20000
+	go func() { _, _ = conn.Write(bytes.Repeat([]byte("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"), n)) }()
+	before := srv.Commands()
+	for i := range 20 {
+		if err := c.Set(ctx, "other", i, 0).Err(); err != nil {
+			t.Fatalf("another client, while one does not read: %v", err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if ran := srv.Commands() - before; ran >= n {
+		t.Fatalf("the store ran all %d commands of a client that read none of the replies", ran)
+	}
+
+	// The client finds its connection closed after the replies its socket
+	// held.
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	read, err := io.Copy(io.Discard, conn)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the connection that read nothing was not closed (%d bytes came)", read)
+	}
+	if perReply := int64(len(value) + 8); read >= n*perReply {
+		t.Fatalf("all %d replies came (%d bytes)", n, read)
+	}
+	if v, err := c.Get(ctx, "k").Result(); err != nil || v != value {
+		t.Fatalf("another client after the disconnect: %v", err)
 	}
 }

@@ -108,6 +108,7 @@ type Server struct {
 	listener   net.Listener
 	acceptDone chan struct{}
 	senders    sync.WaitGroup // every durableConn's sender
+	maxPending atomic.Int64   // see conn.go
 
 	// jmu serialises write commands with their journal append.
 	jmu      sync.Mutex
@@ -207,6 +208,7 @@ func Open(ctx context.Context, dir string, logger *slog.Logger) (*Server, error)
 	}
 	_ = pipe.Close()
 	s.listener, s.acceptDone = l, make(chan struct{})
+	s.maxPending.Store(maxPending)
 	s.srv = s.m.Server()
 	s.gen = gen
 	replayed, err := s.replay(ctx, gen)
