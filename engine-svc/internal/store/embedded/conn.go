@@ -23,12 +23,17 @@ import (
 // too, so no client reads a write that a crash could still take back.
 
 // maxPending bounds the reply bytes a connection holds beyond what its
-// socket took (Server.maxPending, which tests lower). A client past it is
-// disconnected, as Redis's client-output-buffer-limit does: it does not
-// read its replies, and neither growing the store's memory nor waiting
-// for it is right (miniredis writes a reply with its own lock held, so a
-// wait would stall every connection).
+// socket took (Server.maxPending, which tests lower), plus the one reply
+// being written. A client past it is disconnected, as Redis's
+// client-output-buffer-limit does: it does not read its replies, and
+// neither growing the store's memory nor waiting for it is right
+// (miniredis writes a reply with its own lock held, so a wait would stall
+// every connection).
 const maxPending = 16 << 20
+
+// keepBuffer is the largest send buffer a connection keeps between
+// sends.
+const keepBuffer = 64 << 10
 
 // closeDrain bounds how long a closed connection spends sending the
 // replies it held (after their fsync).
@@ -88,7 +93,9 @@ func (d *durableConn) Write(b []byte) (int, error) {
 	if d.closing {
 		return 0, errConnClosed
 	}
-	if limit := d.s.maxPending.Load(); int64(len(d.pending)+len(b)) > limit {
+	// Only bytes already held count, so one reply of any size (a large
+	// value read whole) still goes to a client that reads it.
+	if limit := d.s.maxPending.Load(); int64(len(d.pending)) >= limit {
 		d.err = fmt.Errorf("embedded: a client left more than %d bytes of replies unread; its connection is closed", limit)
 		d.s.log.Warn("embedded store closed a connection that does not read its replies", "remote", d.Conn.RemoteAddr().String(), "limit_bytes", limit)
 		d.pending = nil
@@ -144,6 +151,9 @@ func (d *durableConn) send() {
 		err := d.s.waitDurable(barrier)
 		if err == nil {
 			_, err = d.Conn.Write(out)
+		}
+		if cap(out) > keepBuffer {
+			out = nil // a large reply's buffer is not kept for the connection's life
 		}
 		if err != nil {
 			d.mu.Lock()

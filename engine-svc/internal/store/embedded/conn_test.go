@@ -220,3 +220,19 @@ func TestAClientThatDoesNotReadIsDisconnected(t *testing.T) {
 		t.Fatalf("another client after the disconnect: %v", err)
 	}
 }
+
+// The limit counts replies held, not one reply's size: a value far larger
+// than it is still read whole by a client that reads.
+func TestOneReplyLargerThanTheLimitIsSent(t *testing.T) {
+	srv, c := open(t, t.TempDir())
+	srv.SetMaxPending(64 << 10)
+	big := strings.Repeat("b", 1<<20)
+	if err := c.Set(ctx, "big", big, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if v, err := c.Get(ctx, "big").Result(); err != nil || v != big {
+			t.Fatalf("GET of 1 MiB under a 64 KiB limit: %d bytes, %v", len(v), err)
+		}
+	}
+}
