@@ -100,13 +100,13 @@ func (d *driver) driveStep(ctx context.Context, st *realmv1.RunState, na *realmv
 				return err
 			}
 		}
-		params, err := json.Marshal(res.Output)
-		if err == nil && res.Output == nil {
-			params = []byte("{}")
+		params, encErr := []byte("{}"), error(nil)
+		if res.Output != nil {
+			params, encErr = json.Marshal(res.Output)
 		}
-		if err != nil {
-			return d.stop(d.failure(step, &provider.CallError{Class: provider.ClassOther, Message: err.Error(), Usage: billed}), step,
-				fmt.Sprintf("✗ Step '%s' failed: the model's answer cannot be sent: %s", step, err), d.reattachLine())
+		if encErr != nil {
+			return d.stop(d.failure(step, &provider.CallError{Class: provider.ClassOther, Message: encErr.Error(), Usage: billed}), step,
+				fmt.Sprintf("✗ Step '%s' failed: the model's answer cannot be sent: %s", step, encErr), d.reattachLine())
 		}
 		exec := &realmv1.ExecuteStepRequest{RunId: d.runID, Command: step, ParamsJson: params, Caller: d.o.Caller,
 			StructuredOutput: d.strictRecord(step, info, res, box), ToolCalls: toolCallsProto(res.ToolCalls)}

@@ -84,7 +84,7 @@ func (s *Server) durable(c net.Conn) *durableConn {
 
 // Write holds b until what was appended before it is durable.
 func (d *durableConn) Write(b []byte) (int, error) {
-	seq := d.s.appended.Load() // b holds replies of writes appended by now
+	seq := d.s.written.Load() // b holds replies of writes appended by now
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.err != nil {
@@ -168,7 +168,7 @@ func (d *durableConn) send() {
 // waitDurable is waitSynced with a lock-free answer when seq is already
 // on disk.
 func (s *Server) waitDurable(seq int64) error {
-	if seq <= s.durableSeq.Load() {
+	if seq <= s.synced.Load() {
 		return nil
 	}
 	return s.waitSynced(seq)

@@ -92,31 +92,28 @@ type Server struct {
 
 	// syncMu orders fsyncs (group commit); taken before jmu when both are.
 	syncMu sync.Mutex
-	synced int64 // records known to be on disk
+	// synced is the count of records known to be on disk; set under
+	// syncMu, read without it (a connection's replies wait for it to
+	// reach written, conn.go).
+	synced atomic.Int64
 	// syncErr is a failed fsync's error, kept until a base of the memory
 	// is written (see waitSynced).
 	syncErr error
 	// syncJournal is the group commit's fsync: (*os.File).Sync, which
 	// tests replace to hold or fail it.
 	syncJournal func(*os.File) error
-	// durableSeq is synced, readable without syncMu; appended is written,
-	// readable without jmu. A connection's replies wait for the one to
-	// reach the other (conn.go).
-	durableSeq atomic.Int64
-	appended   atomic.Int64
-
-	listener   net.Listener
-	acceptDone chan struct{}
-	senders    sync.WaitGroup // every durableConn's sender
-	maxPending atomic.Int64   // see conn.go
+	listener    net.Listener
+	acceptDone  chan struct{}
+	senders     sync.WaitGroup // every durableConn's sender
+	maxPending  atomic.Int64   // see conn.go
 
 	// jmu serialises write commands with their journal append.
 	jmu      sync.Mutex
 	journal  *os.File
-	gen      int64 // generation of journal
-	size     int64 // bytes in journal
-	written  int64 // records appended, over all generations
-	baseSeq  int64 // written when the last base was cut
+	gen      int64        // generation of journal
+	size     int64        // bytes in journal
+	written  atomic.Int64 // records appended, over all generations; set under jmu
+	baseSeq  int64        // written when the last base was cut
 	scripts  map[string]string
 	inTx     map[*server.Peer]*txState
 	recBuf   []byte
@@ -516,9 +513,7 @@ func (s *Server) appendRecord(cmds [][]string) (int64, error) {
 		s.fail(err)
 		return 0, errors.New(refusal(err))
 	}
-	s.written++
-	s.appended.Store(s.written)
-	return s.written, nil
+	return s.written.Add(1), nil
 }
 
 // forJournal rewrites EVALSHA as EVAL with the script body, so a replay
@@ -585,14 +580,14 @@ func (s *Server) fail(err error) {
 func (s *Server) waitSynced(seq int64) error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
-	if s.synced >= seq {
+	if s.synced.Load() >= seq {
 		return nil
 	}
 	if s.syncErr != nil {
 		return s.syncErr
 	}
 	s.jmu.Lock()
-	f, w := s.journal, s.written
+	f, w := s.journal, s.written.Load()
 	s.jmu.Unlock()
 	if err := s.syncJournal(f); err != nil {
 		err = fmt.Errorf("fsync %s: %w", f.Name(), err)
@@ -602,15 +597,8 @@ func (s *Server) waitSynced(seq int64) error {
 		s.jmu.Unlock()
 		return err
 	}
-	s.setSynced(w)
+	s.synced.Store(w)
 	return nil
-}
-
-// setSynced records that the first n records are on disk; called with
-// syncMu held.
-func (s *Server) setSynced(n int64) {
-	s.synced = n
-	s.durableSeq.Store(n)
 }
 
 func (s *Server) loop() {
@@ -662,7 +650,7 @@ func (s *Server) compact() error {
 	defer s.compactMu.Unlock()
 	s.syncMu.Lock()
 	s.jmu.Lock()
-	if s.failed.Load() != nil || s.written == s.baseSeq {
+	if s.failed.Load() != nil || s.written.Load() == s.baseSeq {
 		s.jmu.Unlock()
 		s.syncMu.Unlock()
 		return nil
@@ -676,7 +664,7 @@ func (s *Server) compact() error {
 		s.syncMu.Unlock()
 		return err
 	}
-	s.setSynced(s.written)
+	s.synced.Store(s.written.Load())
 	next, err := s.createJournal(s.gen + 1)
 	if err != nil {
 		// Keep appending to the current journal; nothing is lost.
@@ -686,7 +674,7 @@ func (s *Server) compact() error {
 	}
 	_ = s.journal.Close()
 	cut := s.gen
-	s.journal, s.gen, s.size, s.baseSeq = next, s.gen+1, 0, s.written
+	s.journal, s.gen, s.size, s.baseSeq = next, s.gen+1, 0, s.written.Load()
 	s.jmu.Unlock()
 	s.syncMu.Unlock()
 
@@ -772,8 +760,8 @@ func (s *Server) writeMemoryLocked() error {
 	if s.journal != nil {
 		_ = s.journal.Close()
 	}
-	s.journal, s.gen, s.size, s.baseSeq = next, gen, 0, s.written
-	s.setSynced(s.written)
+	s.journal, s.gen, s.size, s.baseSeq = next, gen, 0, s.written.Load()
+	s.synced.Store(s.written.Load())
 	s.syncErr = nil
 	s.failed.Store(nil)
 	s.log.Info("embedded store wrote a base and started a fresh journal", "dir", s.dir, "journal", next.Name())
