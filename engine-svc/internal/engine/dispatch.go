@@ -529,9 +529,12 @@ func (e *Engine) releaseClaims(ctx context.Context, t *txn, batch []claimed) int
 
 // endClaims is the last write of a call that cannot go on: each claimed
 // step is kept when keep says so (having recorded it on t2), else its
-// claim is freed (back to
-// pending, nothing recorded). It has its own short deadline, as the call's
-// context may be done. It returns how many claims it freed.
+// claim is freed (back to pending, nothing recorded). A write that kept an
+// outcome then settles what the record alone decides (skips, guards, and
+// the run's end when no step is left), but claims nothing: with the
+// call's last step recorded, no later caller may come to end the run. It
+// has its own short deadline, as the call's context may be done. It
+// returns how many claims it freed.
 func (e *Engine) endClaims(ctx context.Context, t *txn, batch []claimed, keep func(t2 *txn, i int) bool) (int, error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
@@ -539,13 +542,18 @@ func (e *Engine) endClaims(ctx context.Context, t *txn, batch []claimed, keep fu
 	_, err := e.update(wctx, t.run.ID, func(t2 *txn) error {
 		t2.caller = t.caller
 		released = 0
+		kept := false
 		for i, c := range batch {
 			if keep != nil && keep(t2, i) {
+				kept = true
 				continue
 			}
 			if t2.freeClaim(c) {
 				released++
 			}
+		}
+		if kept && !t2.run.Terminal() {
+			t2.advance(advanceOpts{decideGuards: true})
 		}
 		return nil
 	})
@@ -583,7 +591,8 @@ const releaseTimeout = 5 * time.Second
 // has its claim released, back to pending with nothing recorded, so
 // another caller or replica can run it at once rather than after the claim
 // deadline (at least 15 minutes). Nothing further is claimed: the next
-// execute_step or advance_run goes on from the record. The write uses its
+// execute_step or advance_run goes on from the record; but a run the
+// recorded outcomes finish is ended by this write. The write uses its
 // own short deadline, as the call's context is already done.
 func (e *Engine) settleAbandoned(ctx context.Context, t *txn, batch []claimed, outs []outcome) error {
 	// A step whose handler answered is recorded as usual.
