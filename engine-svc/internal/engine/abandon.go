@@ -99,7 +99,7 @@ func (t *txn) abandon(reason string, idle time.Duration) abandoned {
 		delete(r.Claims, s)
 	}
 	r.InProgressSteps = []string{}
-	r.AbandonedAt = record.FormatTime(t.now)
+	r.AbandonedAt = t.stamp()
 	r.Seal(arm, "", reason)
 	t.touch()
 	out.kind, out.phase, out.reason = abandonDone, record.PhaseAbandoned, reason

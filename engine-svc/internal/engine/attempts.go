@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/realm-go/realm/engine-svc/internal/record"
 	"github.com/realm-go/realm/pkg/errcode"
 	"github.com/realm-go/realm/pkg/schema"
 	"github.com/realm-go/realm/pkg/workflow"
@@ -88,7 +87,7 @@ func (t *txn) recordAttempt(s *workflow.Step, answer map[string]any, traceEntrie
 		list.Capped = true
 	} else {
 		rec := attemptRecord{
-			RunID: t.run.ID, WorkflowID: t.run.WorkflowID, StepID: s.Name, TS: record.FormatTime(t.now),
+			RunID: t.run.ID, WorkflowID: t.run.WorkflowID, StepID: s.Name, TS: t.stamp(),
 			ErrorCode: string(code), ValidationErrorSummary: summarize(errs), SubmittedKeyCount: len(answer),
 			SubmittedKeys: keyNames(answer), TraceEntryCount: traceEntries,
 		}

@@ -76,7 +76,7 @@ func (t *txn) claimOnly(step string) claimDecision {
 	if c := t.refusedBeforeClaim(s); c != nil {
 		return claimDecision{cannotRun: c}
 	}
-	c := &record.Claim{Token: uuid.NewString(), Holder: holderOf(t.caller), Since: record.FormatTime(t.now)}
+	c := &record.Claim{Token: uuid.NewString(), Holder: holderOf(t.caller), Since: t.stamp()}
 	t.run.MarkInProgress(s.Name, c)
 	t.touch()
 	return claimDecision{claim: c}

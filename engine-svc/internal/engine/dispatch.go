@@ -83,7 +83,7 @@ func (t *txn) capable(handler string) bool { return builtins[handler] || t.caps.
 // idempotent step's claim always has one, so the sweeper can recover it
 // when its process dies, finalizers or not.
 func (t *txn) claimForDispatch(s *workflow.Step) {
-	c := &record.Claim{Token: uuid.NewString(), Holder: holderOf(t.caller), Since: record.FormatTime(t.now)}
+	c := &record.Claim{Token: uuid.NewString(), Holder: holderOf(t.caller), Since: t.stamp()}
 	if !t.def.Def.HasFinalizers() || s.Idempotent {
 		d := record.FormatTime(t.now.Add(t.claimWindowOf(s)))
 		c.Deadline = &d
@@ -868,7 +868,7 @@ func (t *txn) markCapabilityBlock(s *workflow.Step) {
 	t.run.CapabilityBlocks[s.Name] = &record.CapabilityBlock{
 		Requirement: record.Requirement{Kind: kind, Name: name},
 		Code:        string(code),
-		At:          record.FormatTime(t.now),
+		At:          t.stamp(),
 	}
 	t.blocked = append(t.blocked, s)
 	t.warnings = append(t.warnings, fmt.Sprintf("Step '%s' is blocked: its %s '%s' is not registered in this runner.", s.Name, kind, name))

@@ -30,7 +30,7 @@ func (e *Engine) RecordDriveFailure(ctx context.Context, req *realmv1.RecordDriv
 			entry.StructuredOutput = so.AsMap()
 		}
 		if entry.At == "" {
-			entry.At = record.FormatTime(t.now)
+			entry.At = t.stamp()
 		}
 		if n := int64(f.GetAttemptsSdk()); n > 0 {
 			entry.AttemptsSDK = &n

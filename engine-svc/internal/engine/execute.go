@@ -258,6 +258,11 @@ func (t *txn) depCannotRun(d *workflow.Step) *cannotRun {
 	return nil
 }
 
+// noRejections is the diagnostics of most answers, shared: an entry is
+// encoded once by its commit and its maps are never written after they
+// are set (record.Run.Clone's rule).
+var noRejections = map[string]any{"validation_rejections": 0}
+
 // answer checks and records an agent step's answer.
 func (t *txn) answer(s *workflow.Step, in answerIn) *executed {
 	if c := t.refusedBeforeClaim(s); c != nil {
@@ -278,12 +283,17 @@ func (t *txn) answer(s *workflow.Step, in answerIn) *executed {
 	e.InputSummary = answer
 	e.OutputSummary = answer
 	e.DrivenBy = holderOf(t.caller)
-	e.Diagnostics = map[string]any{"validation_rejections": t.run.ValidationRejections[s.Name]}
-	if len(in.usage) > 0 {
-		e.Diagnostics["cache"] = cacheDiagnostics(in.usage)
-	}
-	if in.strict != nil {
-		e.Diagnostics["structured_output"] = in.strict
+	switch n := t.run.ValidationRejections[s.Name]; {
+	case n == 0 && len(in.usage) == 0 && in.strict == nil:
+		e.Diagnostics = noRejections
+	default:
+		e.Diagnostics = map[string]any{"validation_rejections": n}
+		if len(in.usage) > 0 {
+			e.Diagnostics["cache"] = cacheDiagnostics(in.usage)
+		}
+		if in.strict != nil {
+			e.Diagnostics["structured_output"] = in.strict
+		}
 	}
 	e.ToolCalls = in.toolCalls
 	trace, summary, own, anon, foreign := t.adoptTrace(s.Name, in.nonce, in.trace)

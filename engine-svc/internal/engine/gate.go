@@ -60,7 +60,7 @@ func (t *txn) openGate(s *workflow.Step, preview any, caller *realmv1.Caller) er
 		msg = out
 	}
 	token := uuid.NewString()
-	since := record.FormatTime(t.now)
+	since := t.stamp()
 	t.run.MarkInProgress(s.Name, &record.Claim{Token: token, Holder: holderOf(caller), Since: since})
 	g := &record.PendingGate{
 		GateID:          uuid.NewString(),

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -29,17 +30,17 @@ func (t *txn) outputsFit(step string, v any) (int, bool) {
 	total := 0
 	if t.base != nil {
 		for k, raw := range t.base.Outputs {
-			if _, replaced := t.newOutputs[k]; replaced || k == step || internalField(k) {
+			if slices.Contains(t.newOutputs, k) || k == step || internalField(k) {
 				continue
 			}
 			total += len(raw)
 		}
 	}
-	for k, nv := range t.newOutputs {
+	for _, k := range t.newOutputs {
 		if k == step {
 			continue
 		}
-		b, _ := t.encodeJSON(nv) // kept: the commit encodes it again from the cache
+		b, _ := t.encodeJSON(t.outputs[k]) // kept: the commit encodes it again from the cache
 		total += len(b)
 	}
 	b, _ := t.encodeJSON(v)

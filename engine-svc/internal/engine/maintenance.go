@@ -223,7 +223,7 @@ func staleness(s storedRun, members map[string]map[string]bool) ([]string, bool)
 		reasons = append(reasons, "missing from the run index")
 	}
 	// The timer indexes as the write path would set them now.
-	want := (&txn{snap: snap{run: r}}).timerIndexes()
+	want := appendTimerIndexes(nil, r, time.Time{}) // membership only: no score is compared
 	var wrong []string
 	for _, op := range want {
 		if members[op.Index] == nil {

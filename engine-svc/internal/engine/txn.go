@@ -2,6 +2,7 @@ package engine
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/realm-go/realm/pkg/condition"
@@ -49,6 +50,8 @@ type snap struct {
 	// attempts is the refused-answers list (attempts.go).
 	attempts []byte
 	now      time.Time
+	// nowText is now as the record writes it (stamp), formatted once.
+	nowText string
 	// wasTerminal is whether the run had ended before this transaction.
 	wasTerminal bool
 	// caps is which handlers and adapters live runners serve.
@@ -60,8 +63,11 @@ type snap struct {
 // pending is what the transaction will write, in one compare-and-set: the
 // run document (snap.run as changed) plus these.
 type pending struct {
-	dirty         bool
-	newOutputs    map[string]any
+	dirty bool
+	// newOutputs names the steps whose output this write sets (the
+	// values are in snap.outputs); most writes set one, held in oneOutput.
+	newOutputs    []string
+	oneOutput     [1]string
 	newTraces     map[string][]byte
 	attemptsDirty bool
 	evidence      []*record.Entry
@@ -100,12 +106,22 @@ func owned[V any](m map[string]V, own *bool) map[string]V {
 	return m
 }
 
+// stamp is the transaction's time as the record writes it.
+func (t *txn) stamp() string {
+	if t.nowText == "" {
+		t.nowText = record.FormatTime(t.now)
+	}
+	return t.nowText
+}
+
 // setOutput records a step's output.
 func (t *txn) setOutput(step string, v any) {
 	if t.newOutputs == nil {
-		t.newOutputs = map[string]any{}
+		t.newOutputs = t.oneOutput[:0]
 	}
-	t.newOutputs[step] = v
+	if !slices.Contains(t.newOutputs, step) {
+		t.newOutputs = append(t.newOutputs, step)
+	}
 	t.outputs = owned(t.outputs, &t.ownOutputs)
 	t.outputs[step] = v
 	t.touch()

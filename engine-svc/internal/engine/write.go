@@ -355,13 +355,18 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 		r.Version = t.base.Version + 1
 	}
 	if !t.keepUpdatedAt {
-		r.UpdatedAt = record.FormatTime(t.now)
+		r.UpdatedAt = t.stamp()
 	}
 	if !t.maint {
 		t.stampLedger() // a run sealed by this write owes its finalizers
 	}
 	r.RunPhase = r.Phase()
-	t.index = append(t.index, t.timerIndexChanges()...)
+	if t.index == nil {
+		// Not an array in the txn: the change is kept with the cached
+		// snapshot (one allocation), and would keep the whole txn alive.
+		t.index = make([]store.IndexOp, 0, timerIndexCount+1)
+	}
+	t.index = t.appendTimerIndexChanges(t.index)
 	doc, err := r.AppendJSON(make([]byte, 0, len(t.base.Doc)+256))
 	if err != nil {
 		return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode run: "+err.Error())
@@ -395,8 +400,8 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 	}
 	if len(t.newOutputs) > 0 {
 		c.Outputs = make(map[string][]byte, len(t.newOutputs))
-		for step, v := range t.newOutputs {
-			b, err := t.encodeJSON(v)
+		for _, step := range t.newOutputs {
+			b, err := t.encodeJSON(t.outputs[step])
 			if err != nil {
 				return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode output: "+err.Error())
 			}
@@ -441,7 +446,7 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 
 // entry starts an evidence entry stamped with the transaction's time.
 func (t *txn) entry(step, status string) *record.Entry {
-	ts := record.FormatTime(t.now)
+	ts := t.stamp()
 	return &record.Entry{StepID: step, Status: status, StartedAt: ts, CompletedAt: ts}
 }
 
@@ -450,7 +455,7 @@ func indexOp(index, member string, at time.Time) store.IndexOp {
 	return store.IndexOp{Index: index, Member: member, Score: float64(at.UnixMilli())}
 }
 
-// timerIndexChanges are the timer index ops this write must make:
+// appendTimerIndexChanges appends the timer index ops this write must make:
 // every add (ZADD of a member already there at its score changes
 // nothing, and an add also repairs a run an older engine left out of an
 // index), and only the removals from an index the prior record put the
@@ -459,14 +464,15 @@ func indexOp(index, member string, at time.Time) store.IndexOp {
 // from the indexes it was never in cost most commits six calls that
 // changed nothing. A created run and a maintenance rewrite (gc --heal
 // repairs indexes) send every op.
-func (t *txn) timerIndexChanges() []store.IndexOp {
-	want := t.timerIndexes()
+func (t *txn) appendTimerIndexChanges(ops []store.IndexOp) []store.IndexOp {
+	start := len(ops)
+	ops = appendTimerIndexes(ops, t.run, t.now)
 	if t.prior == nil || t.create || t.maint {
-		return want
+		return ops
 	}
-	had := (&txn{snap: snap{run: t.prior}}).timerIndexes()
-	out := want[:0]
-	for i, op := range want {
+	had := appendTimerIndexes(make([]store.IndexOp, 0, timerIndexCount), t.prior, t.now)
+	out := ops[:start]
+	for i, op := range ops[start:] {
 		if op.Remove && had[i].Remove {
 			continue
 		}
@@ -475,11 +481,18 @@ func (t *txn) timerIndexChanges() []store.IndexOp {
 	return out
 }
 
+// timerIndexCount is how many timer indexes a run is kept in or out of.
+const timerIndexCount = 8
+
 // timerIndexes are the bucket indexes that find runs needing attention
 // without loading every run (store.IndexClaims and the rest), set from the
-// run as this write leaves it, in the same atomic script.
-func (t *txn) timerIndexes() []store.IndexOp {
-	r, id := t.run, t.run.ID
+// run as a write at now leaves it, in the same atomic script: one op per
+// index, appended to dst in a fixed order, so that two runs' ops compare
+// index by index. (They are appended one by one into the caller's
+// buffer, not returned as an array: a large frame on a gRPC handler's
+// goroutine makes its stack grow, which cost more than the allocation.)
+func appendTimerIndexes(dst []store.IndexOp, r *record.Run, now time.Time) []store.IndexOp {
+	id := r.ID
 	set := func(index string, score float64, on bool) store.IndexOp {
 		if !on {
 			return store.IndexOp{Index: index, Member: id, Remove: true}
@@ -511,18 +524,17 @@ func (t *txn) timerIndexes() []store.IndexOp {
 		opened, hasGate = float64(record.ParseTime(g.OpenedAt).UnixMilli()), true
 	}
 	finDue, owesCleanup := finalizersDue(r)
-	return []store.IndexOp{
-		set(store.IndexClaims, claim, open && hasClaim),
-		// Only a gate with something to carry out is the sweeper's: one
-		// without on_expiry would sit at the head of its index for ever.
-		set(store.IndexExpiries, expiry, enacts),
-		set(store.IndexGateDeadlines, expiry, hasExpiry),
-		set(store.IndexOpenGates, opened, hasGate),
-		set(store.IndexActivity, float64(t.now.UnixMilli()), open),
-		set(store.IndexFinalizers, float64(finDue.UnixMilli()), !open && owesCleanup),
-		set(store.IndexBlocked, 0, open && len(r.CapabilityBlocks) > 0),
-		// An ended run that owes nothing is only read from here on: the
-		// packer stores it compactly once it has rested (SweepPack).
-		set(store.IndexPack, float64(record.ParseTime(r.UpdatedAt).UnixMilli()), !open && !owesCleanup),
-	}
+	dst = append(dst, set(store.IndexClaims, claim, open && hasClaim))
+	// Only a gate with something to carry out is the sweeper's: one
+	// without on_expiry would sit at the head of its index for ever.
+	dst = append(dst, set(store.IndexExpiries, expiry, enacts))
+	dst = append(dst, set(store.IndexGateDeadlines, expiry, hasExpiry))
+	dst = append(dst, set(store.IndexOpenGates, opened, hasGate))
+	dst = append(dst, set(store.IndexActivity, float64(now.UnixMilli()), open))
+	dst = append(dst, set(store.IndexFinalizers, float64(finDue.UnixMilli()), !open && owesCleanup))
+	dst = append(dst, set(store.IndexBlocked, 0, open && len(r.CapabilityBlocks) > 0))
+	// An ended run that owes nothing is only read from here on: the
+	// packer stores it compactly once it has rested (SweepPack).
+	dst = append(dst, set(store.IndexPack, float64(record.ParseTime(r.UpdatedAt).UnixMilli()), !open && !owesCleanup))
+	return dst
 }

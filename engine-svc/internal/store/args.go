@@ -14,6 +14,7 @@ type commandArgs struct {
 	i64s []int64
 	f64s []float64
 	// A commit's arguments live in the struct, but for a large one's.
+	vA   [48]any
 	strA [24]string
 	rawA [4]rawArg
 	i64a [2]int64
@@ -30,7 +31,11 @@ func (b *rawArg) MarshalBinary() ([]byte, error) { return *b, nil }
 // slices, i64s integers and f64s floats. Growing past any is correct (a
 // pointer taken before keeps the old array alive), only slower.
 func newCommandArgs(n, strs, raws, i64s, f64s int) *commandArgs {
-	a := &commandArgs{v: make([]any, 0, n)}
+	a := &commandArgs{}
+	a.v = a.vA[:0]
+	if n > len(a.vA) {
+		a.v = make([]any, 0, n)
+	}
 	a.strs, a.raws, a.i64s, a.f64s = a.strA[:0], a.rawA[:0], a.i64a[:0], a.f64a[:0]
 	if strs > len(a.strA) {
 		a.strs = make([]string, 0, strs)

@@ -47,19 +47,30 @@ type pipedCommit struct {
 	taken bool // in a batch being sent; under commitPipe.mu
 }
 
+// pipedCommits holds pipedCommits between commits. One goes back once its
+// caller has its result: by then every signal meant for it was received
+// (each is sent once and waited for), and no batch or queue holds it.
+var pipedCommits = sync.Pool{New: func() any { return &pipedCommit{ready: make(chan struct{}, 1)} }}
+
+// release clears the commit (its channel kept, empty) and pools it.
+func (pc *pipedCommit) release() {
+	*pc = pipedCommit{ready: pc.ready}
+	pipedCommits.Put(pc)
+}
+
 // run sends cmd, an EVALSHA of the commit script, and returns its reply.
 // A caller whose ctx ends while its commit is still queued withdraws it
 // (it was never sent); once taken into a batch it waits for the batch,
 // which the client's own timeouts bound.
 func (p *commitPipe) run(ctx context.Context, cmd []any) ([]any, error) {
-	pc := &pipedCommit{cmd: cmd}
+	pc := pipedCommits.Get().(*pipedCommit)
+	pc.cmd = cmd
+	defer pc.release()
 	p.mu.Lock()
 	p.queue = append(p.queue, pc)
 	leads := !p.sending
 	if leads {
 		p.sending, pc.lead = true, true
-	} else {
-		pc.ready = make(chan struct{}, 1) // a leader never waits
 	}
 	p.mu.Unlock()
 	if !leads {
