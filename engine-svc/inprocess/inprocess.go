@@ -75,7 +75,7 @@ func Start(o Options) (*Engine, error) {
 	st := store.NewRedis(rc, store.Options{Prefix: o.Prefix, Buckets: Buckets})
 	reg := registry.New(rc, o.Prefix, o.Clock, 10*time.Millisecond)
 	eng := engine.New(engine.Options{Store: st, Clock: o.Clock, Registry: reg, Logger: o.Logger})
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(server.GRPCOptions()...)
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
 	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
 

@@ -150,7 +150,7 @@ func withMetrics(reg *prometheus.Registry) setupOption {
 // test ends and returns a connection to it.
 func serve(t testing.TB, eng *engine.Engine, reg *registry.Registry, opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
-	gs := grpc.NewServer(opts...)
+	gs := grpc.NewServer(append(server.GRPCOptions(), opts...)...)
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
 	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
 	healthpb.RegisterHealthServer(gs, health.NewServer()) // as engine-svc serves it
