@@ -481,7 +481,8 @@ func (t *txn) appendTimerIndexChanges(ops []store.IndexOp) []store.IndexOp {
 	return out
 }
 
-// timerIndexCount is how many timer indexes a run is kept in or out of.
+// timerIndexCount is how many ops appendTimerIndexes appends (one per
+// timer index): the capacity of the buffers they go into.
 const timerIndexCount = 8
 
 // timerIndexes are the bucket indexes that find runs needing attention

@@ -26,17 +26,17 @@ type Server struct {
 // New returns a Server over an engine.
 func New(e *engine.Engine) *Server { return &Server{e: e} }
 
-// StreamWorkers is how many goroutines engine-svc's gRPC server keeps to
+// streamWorkers is how many goroutines engine-svc's gRPC server keeps to
 // run calls. A call on a goroutine of its own starts on a small stack and
 // grows it (runtime.morestack) on every call, which cost about 5% of a
 // transition's CPU; a kept worker's stack is already grown. More calls at
 // once than workers each get a goroutine of their own, as without them.
-const StreamWorkers = 64
+const streamWorkers = 64
 
 // GRPCOptions are the options engine-svc's gRPC server is built with,
 // besides metrics, tracing and credentials (the benchmarks use them too).
 func GRPCOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.NumStreamWorkers(StreamWorkers)}
+	return []grpc.ServerOption{grpc.NumStreamWorkers(streamWorkers)}
 }
 
 // grpcErr maps an engine error to a gRPC status error.

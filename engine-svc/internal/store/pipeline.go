@@ -40,7 +40,8 @@ type pipedCommit struct {
 	cmd []any // EVALSHA of the commit script
 	res []any
 	err error
-	// ready is signalled once: the result is set, or (lead) the commit
+	// ready is signalled at most once per commit (a first leader's never):
+	// the result is set, or (lead) the commit
 	// is to send the next batch.
 	ready chan struct{}
 	lead  bool // under commitPipe.mu
