@@ -19,6 +19,8 @@ type commandArgs struct {
 	rawA [4]rawArg
 	i64a [2]int64
 	f64a [4]float64
+	// commitID is a commit's generated id.
+	commitID [commitIDLen]byte
 }
 
 // rawArg is a []byte argument that boxes as a pointer.

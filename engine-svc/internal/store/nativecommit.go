@@ -85,17 +85,18 @@ type CommitReads struct {
 	Packed bool
 }
 
-// Decide is the script's outcome given what it read: its reply ({1},
-// {0, version}, {2, holder, version}, {3, version}: int64 and string elements) and the
+// Decide is the script's outcome given what it read: its reply (int64(1),
+// or {0, version}, {2, holder, version}, {3, version} as []any of int64
+// and string elements) and the
 // commands that make the change, none when the commit is refused or is a
 // repeat of one that landed.
-func (c *CommitScript) Decide(r CommitReads) (reply []any, writes [][]string) {
+func (c *CommitScript) Decide(r CommitReads) (reply any, writes [][]string) {
 	a := c.argv
 	cid := a[11]
 	if r.HasIDs && cid != "" {
 		for k := 0; k+len(cid) <= len(r.IDs); k += len(cid) {
 			if r.IDs[k:k+len(cid)] == cid {
-				return []any{int64(1)}, nil
+				return int64(1), nil
 			}
 		}
 	}
@@ -146,5 +147,5 @@ func (c *CommitScript) Decide(r CommitReads) (reply []any, writes [][]string) {
 			writes = append(writes, []string{"SET", c.IdemKey(), a[5]})
 		}
 	}
-	return []any{int64(1)}, writes
+	return int64(1), writes
 }

@@ -38,7 +38,7 @@ func (e *notSentError) Unwrap() error { return e.err }
 // pipedCommit is one commit waiting for, or in, a batch.
 type pipedCommit struct {
 	cmd []any // EVALSHA of the commit script
-	res []any
+	res any
 	err error
 	// ready is signalled at most once per commit (a first leader's never):
 	// the result is set, or (lead) the commit
@@ -63,7 +63,7 @@ func (pc *pipedCommit) release() {
 // A caller whose ctx ends while its commit is still queued withdraws it
 // (it was never sent); once taken into a batch it waits for the batch,
 // which the client's own timeouts bound.
-func (p *commitPipe) run(ctx context.Context, cmd []any) ([]any, error) {
+func (p *commitPipe) run(ctx context.Context, cmd []any) (any, error) {
 	pc := pipedCommits.Get().(*pipedCommit)
 	pc.cmd = cmd
 	defer pc.release()
@@ -146,9 +146,9 @@ func (p *commitPipe) send(ctx context.Context, batch []*pipedCommit) {
 	}
 	_, _ = pipe.Exec(ctx) // each command's own error is read below
 	for i, pc := range batch {
-		pc.res, pc.err = cmds[i].Slice()
+		pc.res, pc.err = cmds[i].Result()
 		if isNoScript(pc.err) {
-			pc.res, pc.err = p.c.Do(ctx, asEval(pc.cmd)...).Slice()
+			pc.res, pc.err = p.c.Do(ctx, asEval(pc.cmd)...).Result()
 		}
 	}
 }

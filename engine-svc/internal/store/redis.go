@@ -308,13 +308,13 @@ func (r *Redis) OutputsKey(runID string) string { return r.RunKey(runID) + outpu
 // EvidenceKey is the list of a run's evidence entries.
 func (r *Redis) EvidenceKey(runID string) string { return r.RunKey(runID) + evidenceSuffix }
 
-// runKeys are a run's three keys; the outputs and evidence keys are cut
-// from one string (a commit names all three).
+// runKeys are a run's three keys, cut from one string (a commit names all
+// three): the run key is the outputs key's prefix.
 func (r *Redis) runKeys(runID string) (run, outputs, evidence string) {
-	run = r.RunKey(runID)
-	both := run + outputsSuffix + run + evidenceSuffix
-	cut := len(run) + len(outputsSuffix)
-	return run, both[:cut], both[cut:]
+	tag := r.tag(r.BucketOf(runID))
+	all := tag + "run:" + runID + outputsSuffix + tag + "run:" + runID + evidenceSuffix
+	n := len(tag) + len("run:") + len(runID)
+	return all[:n], all[:n+len(outputsSuffix)], all[n+len(outputsSuffix):]
 }
 
 // IdemKeyName is the string holding the run id an idempotency key points at.
@@ -555,11 +555,8 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 		return err
 	}
 
-	commitID := c.CommitID
-	if commitID == "" {
-		commitID = newCommitID()
-	} else if len(commitID) != commitIDLen || strings.Trim(commitID, "0123456789abcdef") != "" {
-		return fmt.Errorf("%w: commit id %q is not %d lowercase hex characters", ErrInvalid, commitID, commitIDLen)
+	if c.CommitID != "" && (len(c.CommitID) != commitIDLen || strings.Trim(c.CommitID, "0123456789abcdef") != "") {
+		return fmt.Errorf("%w: commit id %q is not %d lowercase hex characters", ErrInvalid, c.CommitID, commitIDLen)
 	}
 
 	// The EVALSHA command is built whole, in one slice (commandArgs): its
@@ -578,7 +575,7 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 		}
 	}
 	nStr := nKeys + 5 + 2*nSets + nDels + len(c.Index)
-	a := newCommandArgs(3+nKeys+12+2*nSets+nDels+len(c.Evidence)+3*len(c.Index), nStr, 1+nSets+len(c.Evidence), 2, len(c.Index))
+	a := newCommandArgs(3+nKeys+12+2*nSets+nDels+len(c.Evidence)+3*len(c.Index), nStr, 2+nSets+len(c.Evidence), 2, len(c.Index))
 	runKey, outKey, evKey := r.runKeys(c.RunID)
 	a.lit("evalsha")
 	a.lit(commitHash)
@@ -618,7 +615,12 @@ func (r *Redis) CommitRun(ctx context.Context, c *Change) error {
 	a.lit(nDels)
 	a.lit(len(c.Evidence))
 	a.lit(len(c.Index))
-	a.str(commitID)
+	if c.CommitID != "" {
+		a.str(c.CommitID)
+	} else {
+		fillCommitID(&a.commitID) // in the arguments: no string of its own
+		a.raw(a.commitID[:])
+	}
 	for step, out := range c.Outputs {
 		if out != nil {
 			a.str(step)
@@ -664,7 +666,7 @@ func (r *Redis) sendCommit(ctx context.Context, runID, runKey string, cmd []any)
 		})
 	}
 	return r.settle(ctx, runID, func(ctx context.Context) error {
-		var res []any
+		var res any
 		var err error
 		if r.pipe != nil {
 			res, err = r.pipe.run(ctx, cmd)
@@ -683,10 +685,10 @@ var commitHash any = commitScript.Hash()
 
 // evalCommit sends a commit built as EVALSHA and, when the server has lost
 // the script (a restart, a SCRIPT FLUSH), again as EVAL with its body.
-func evalCommit(ctx context.Context, c redis.UniversalClient, evalsha []any) ([]any, error) {
-	res, err := c.Do(ctx, evalsha...).Slice()
+func evalCommit(ctx context.Context, c redis.UniversalClient, evalsha []any) (any, error) {
+	res, err := c.Do(ctx, evalsha...).Result()
 	if isNoScript(err) {
-		res, err = c.Do(ctx, asEval(evalsha)...).Slice()
+		res, err = c.Do(ctx, asEval(evalsha)...).Result()
 	}
 	return res, err
 }
@@ -725,7 +727,7 @@ func sendError(runID string, err error) error {
 
 // settle sends a commit and, when no answer comes back, sends the same
 // commit again until one does: the script is idempotent on the commit id,
-// so the answer to a repeat is the truth about the first (landed: {1};
+// so the answer to a repeat is the truth about the first (landed: 1;
 // not landed and overtaken: a conflict; not landed: it lands now). The
 // repeats run on their own deadline even when the caller's has passed, so
 // a caller that gave up never leaves a write half-known. Without any answer
@@ -735,8 +737,8 @@ func (r *Redis) settle(ctx context.Context, runID string, send func(context.Cont
 		return fmt.Errorf("store: commit run %s: not sent: %w", runID, err)
 	}
 	err := send(ctx)
-	var open *uncertainError
-	if !errors.As(err, &open) {
+	open, ok := errors.AsType[*uncertainError](err) // errors.As would move open to the heap on every commit
+	if !ok {
 		return err
 	}
 	r.settles.Add(1)
@@ -751,8 +753,8 @@ func (r *Redis) settle(ctx context.Context, runID string, send func(context.Cont
 		}
 		delay = min(2*delay, 500*time.Millisecond)
 		err := send(sctx)
-		var again *uncertainError
-		if !errors.As(err, &again) {
+		again, ok := errors.AsType[*uncertainError](err)
+		if !ok {
 			return err
 		}
 		open = again
@@ -790,7 +792,7 @@ func (r *Redis) commitWaiting(ctx context.Context, runID, runKey string, evalsha
 			}
 			return sendError(runID, err)
 		}
-		res, err := script.Slice()
+		res, err := script.Result()
 		if err != nil {
 			return fmt.Errorf("store: commit run %s: %w", runID, err)
 		}
@@ -810,22 +812,29 @@ func (r *Redis) commitWaiting(ctx context.Context, runID, runKey string, evalsha
 
 // newCommitID returns 16 random bytes in hex.
 func newCommitID() string {
-	var b [commitIDLen / 2]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	var h [commitIDLen]byte
-	hex.Encode(h[:], b[:])
+	fillCommitID(&h)
 	return string(h[:])
 }
 
+// fillCommitID writes 16 random bytes in hex into h.
+func fillCommitID(h *[commitIDLen]byte) {
+	var b [commitIDLen / 2]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	hex.Encode(h[:], b[:])
+}
+
 // commitResult turns the commit script's reply into nil or a conflict.
-func commitResult(runID string, res []any) error {
+func commitResult(runID string, reply any) error {
+	if code, ok := reply.(int64); ok && code == 1 {
+		return nil
+	}
+	res, _ := reply.([]any)
 	if len(res) == 0 {
-		return fmt.Errorf("store: commit run %s: empty script reply", runID)
+		return fmt.Errorf("store: commit run %s: unexpected script reply %v", runID, reply)
 	}
 	code, _ := res[0].(int64)
 	switch {
-	case code == 1:
-		return nil
 	case code == 0 && len(res) == 2:
 		v, err := parseVersion(res[1])
 		if err != nil {

@@ -29,7 +29,8 @@ const commitIDLen = 32
 //	      12 commit id (commitIDLen hex characters),
 //	      then set pairs, delete fields, evidence entries, index ops (op, score, member).
 //
-// Replies {1} on success, {0, stored version or "-1"} on a version conflict,
+// Replies 1 on success (an integer, not an array: the client reads it
+// without allocating), {0, stored version or "-1"} on a version conflict,
 // {2, key holder or "", stored version or "-1"} on a key conflict, and
 // {3, stored version} for any change but a create to a packed run
 // (packed.go): nothing is written, and CommitRun unpacks the run (its
@@ -38,7 +39,7 @@ const commitIDLen = 32
 //
 // The script is idempotent on its commit id: the run keeps the ids of its
 // last commitRing commits (field "cids", newest first), and a commit whose
-// id is among them replies {1} again without writing the change twice. So a
+// id is among them replies 1 again without writing the change twice. So a
 // commit whose reply was lost can be sent again (by go-redis's retry or by
 // CommitRun's settling) and the second answer tells whether the first
 // landed. The repeat still writes "cids" back to itself: that is a write,
@@ -57,7 +58,7 @@ if ids then
   while at do
     if (at - 1) % #cid == 0 then
       redis.call('HSET', KEYS[1], 'cids', ids)
-      return {1}
+      return 1
     end
     at = string.find(ids, cid, at + 1, true)
   end
@@ -117,7 +118,7 @@ if ARGV[4] == '1' then
     redis.call('SET', idemKey, ARGV[6])
   end
 end
-return {1}
+return 1
 `, "COMMIT_RING", strconv.Itoa(commitRing))
 
 // deleteScript removes a run's keys, its member in each run index and,

@@ -384,20 +384,28 @@ func (s *Server) commitNative(p *server.Peer, args []string) {
 		return
 	}
 	// Sent once its record is durable (conn.go).
-	p.WriteLen(len(reply))
-	for _, v := range reply {
-		switch v := v.(type) {
-		case int64:
-			p.WriteInt(int(v))
-		case string:
-			p.WriteBulk(v)
+	writeScriptReply(p, reply)
+}
+
+// writeScriptReply writes a script's reply as Redis does: an int64 as an
+// integer, a string as a bulk string, a []any as an array of those.
+func writeScriptReply(p *server.Peer, reply any) {
+	switch v := reply.(type) {
+	case int64:
+		p.WriteInt(int(v))
+	case string:
+		p.WriteBulk(v)
+	case []any:
+		p.WriteLen(len(v))
+		for _, e := range v {
+			writeScriptReply(p, e)
 		}
 	}
 }
 
 // runCommit reads what the commit script reads, decides, and applies and
 // journals its writes, all under jmu. seq is 0 when nothing was written.
-func (s *Server) runCommit(c *store.CommitScript) (reply []any, seq int64, err error) {
+func (s *Server) runCommit(c *store.CommitScript) (reply any, seq int64, err error) {
 	s.jmu.Lock()
 	defer s.jmu.Unlock()
 	if f := s.failed.Load(); f != nil {
