@@ -109,6 +109,9 @@ func (t *txn) stampDefinition(e *record.Entry) {
 	if t.def == nil || e.DefinitionHash != "" {
 		return
 	}
-	v := t.def.Def.Version
-	e.DefinitionVersion, e.DefinitionHash = &v, t.def.Hash
+	v := t.def.version
+	if v == nil { // a definition compile did not build
+		v = new(t.def.Def.Version)
+	}
+	e.DefinitionVersion, e.DefinitionHash = v, t.def.Hash
 }

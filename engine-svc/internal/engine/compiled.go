@@ -42,6 +42,9 @@ type compiled struct {
 	usesRunners bool
 	// ordered is Def.Ordered(), built once: read only.
 	ordered []*workflow.Step
+	// version is Def.Version for evidence entries' definition_version:
+	// one value they all point at (never changed through them).
+	version *float64
 }
 
 // stepWords are the parts of a step's execute_step entry (stepAction)
@@ -68,8 +71,10 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 	for name, s := range d.Steps {
 		s.Name = name
 	}
+	version := d.Version
 	c := &compiled{
 		Def:        &d,
+		version:    &version,
 		ordered:    d.Ordered(),
 		Stored:     rec.Version,
 		Hash:       hashBytes(rec.Definition),

@@ -346,7 +346,7 @@ func (t *txn) runPassThrough(s *workflow.Step) {
 	e.OutputSummary = out
 	e.OutputSource = source
 	t.setOutput(s.Name, out)
-	t.run.MarkCompleted(s.Name, &record.Settled{Outcome: "complete"})
+	t.run.MarkCompleted(s.Name, record.Completed())
 	t.appendEvidence(e)
 	t.chain(s.Name)
 	t.lastAuto = s.Name
@@ -405,7 +405,7 @@ func (t *txn) decideGuard(s *workflow.Step) {
 		out := map[string]any{"conditions": condList(conds), "aborted": false}
 		e.OutputSummary = out
 		t.setOutput(s.Name, out)
-		t.run.MarkCompleted(s.Name, &record.Settled{Outcome: "complete"})
+		t.run.MarkCompleted(s.Name, record.Completed())
 		t.appendEvidence(e)
 		t.guards = append(t.guards, guardOutcome{step: s.Name, outcome: "pass"})
 		t.completedArm = record.ArmGuardPassComplete

@@ -34,6 +34,9 @@ func (t *txn) encodeJSON(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.encoded == nil {
+		t.encoded = t.encodedA[:0]
+	}
 	t.encoded = append(t.encoded, encodedMap{p: reflect.ValueOf(m).UnsafePointer(), m: m, b: b})
 	return b, nil
 }

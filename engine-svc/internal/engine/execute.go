@@ -309,7 +309,7 @@ func (t *txn) answer(s *workflow.Step, in answerIn) *executed {
 		return &executed{kind: execGateOpened, step: s.Name}
 	}
 	t.setOutput(s.Name, answer)
-	t.run.MarkCompleted(s.Name, &record.Settled{Outcome: "complete"})
+	t.run.MarkCompleted(s.Name, record.Completed())
 	t.appendEvidence(e)
 	t.advance(advanceOpts{decideGuards: true, chain: true})
 	return &executed{kind: execDone, step: s.Name}
@@ -379,7 +379,7 @@ func (t *txn) refuseAnswer(s *workflow.Step, in answerIn, code errcode.Code, err
 		e.OutputSummary = ve.DefaultOutput
 		e.Diagnostics = map[string]any{"validation_rejections": n, "settled_by_default": true}
 		t.setOutput(s.Name, ve.DefaultOutput)
-		t.run.MarkCompleted(s.Name, &record.Settled{Outcome: "complete"})
+		t.run.MarkCompleted(s.Name, record.Completed())
 		t.run.DefaultedSteps = append(t.run.DefaultedSteps, s.Name)
 		t.appendEvidence(e)
 		t.warnings = append(t.warnings, fmt.Sprintf("Step '%s' settled with its declared default_output after %d schema rejection(s) (validation_exhaustion.mode: 'default')", s.Name, limit))

@@ -451,7 +451,7 @@ func TestDecidingLeavesTheSnapshotAlone(t *testing.T) {
 			if !tx.dirty {
 				t.Fatal("the decision wrote nothing: the test decides nothing")
 			}
-			c, _, err := tx.change()
+			c, _, _, err := tx.change()
 			if err != nil {
 				t.Fatal(err)
 			}

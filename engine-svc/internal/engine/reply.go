@@ -67,39 +67,70 @@ func (t *txn) view() view {
 	return v
 }
 
+// names are the steps' names, quoted and separated by commas.
 func names(steps []*workflow.Step) string {
-	q := make([]string, len(steps))
+	var b strings.Builder
+	writeNames(&b, steps)
+	return b.String()
+}
+
+func writeNames(b *strings.Builder, steps []*workflow.Step) {
 	for i, s := range steps {
-		q[i] = "'" + s.Name + "'"
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('\'')
+		b.WriteString(s.Name)
+		b.WriteByte('\'')
 	}
-	return strings.Join(q, ", ")
 }
 
 // whatNext is the part of a hint that says what comes next.
 func (t *txn) whatNext(v view) string {
-	var parts []string
+	var b strings.Builder
+	t.writeWhatNext(&b, v)
+	return b.String()
+}
+
+// writeWhatNext writes whatNext's sentences, separated by spaces, into b
+// (after what b holds: the hot replies build their hint in one buffer).
+func (t *txn) writeWhatNext(b *strings.Builder, v view) {
+	n := 0
+	part := func() {
+		if n > 0 {
+			b.WriteByte(' ')
+		}
+		n++
+	}
 	if len(v.agents) > 0 {
-		parts = append(parts, "Ready for the agent: "+names(v.agents)+".")
+		part()
+		b.WriteString("Ready for the agent: ")
+		writeNames(b, v.agents)
+		b.WriteByte('.')
 	}
 	if len(v.owed) > 0 {
-		parts = append(parts, "Owed to the engine: "+names(v.owed)+" — call advance_run.")
+		part()
+		b.WriteString("Owed to the engine: ")
+		writeNames(b, v.owed)
+		b.WriteString(" — call advance_run.")
 	}
 	for _, c := range v.refused {
-		parts = append(parts, c.sentence())
+		part()
+		b.WriteString(c.sentence())
 	}
 	if len(v.agents) == 0 && len(v.owed) == 0 {
 		if way := wayOut(v.refused); way != "" {
-			parts = append(parts, way)
+			part()
+			b.WriteString(way)
 		}
 	}
-	if len(parts) == 0 && !t.run.Terminal() {
+	if n == 0 && !t.run.Terminal() {
 		if busy := t.inFlight(); len(busy) > 0 {
-			parts = append(parts, fmt.Sprintf("No step is ready: %s is in flight elsewhere — wait for it, then call get_run_state.", quoteNames(busy)))
+			fmt.Fprintf(b, "No step is ready: %s is in flight elsewhere — wait for it, then call get_run_state.", quoteNames(busy))
 		} else {
-			parts = append(parts, "No step is ready.")
+			b.WriteString("No step is ready.")
 		}
 	}
-	return strings.Join(parts, " ")
 }
 
 // wayOut is the sentence that ends a reply when every owed step is refused
@@ -192,11 +223,15 @@ func (t *txn) stepAction(s *workflow.Step) *realmv1.NextAction {
 	if w == nil { // a step the compiled definition does not name
 		w = wordsOf(s)
 	}
-	a := &realmv1.NextAction{
-		Instruction:   t.executeInstruction(s, w.command),
-		HumanReadable: w.humanReadable,
-		Orientation:   w.orientation,
-	}
+	// The action and its instruction are one allocation.
+	both := new(struct {
+		a realmv1.NextAction
+		i realmv1.Instruction
+	})
+	a := &both.a
+	t.executeInstruction(&both.i, s, w.command)
+	a.Instruction = &both.i
+	a.HumanReadable, a.Orientation = w.humanReadable, w.orientation
 	a.InputSchemaJson = t.def.schemaJSON[s.Name]
 	if a.InputSchemaJson == nil { // a step the compiled definition does not name
 		if sch := firstSchema(s); sch != nil {
@@ -212,8 +247,9 @@ func (t *txn) stepAction(s *workflow.Step) *realmv1.NextAction {
 
 // executeInstruction is execute_step's params and call_with for a step,
 // written around the definition's encoded parts in one allocation (the
-// reply's hottest part). Keys are in encoding/json's sorted order.
-func (t *txn) executeInstruction(s *workflow.Step, command []byte) *realmv1.Instruction {
+// reply's hottest part), set in in. Keys are in encoding/json's sorted
+// order.
+func (t *txn) executeInstruction(in *realmv1.Instruction, s *workflow.Step, command []byte) {
 	answer, ok := t.def.answerJSON[s.Name]
 	if !ok {
 		answer = mustJSON(answerOf(s))
@@ -239,7 +275,7 @@ func (t *txn) executeInstruction(s *workflow.Step, command []byte) *realmv1.Inst
 	b = append(b, mid...)
 	b = jsonenc.AppendString(b, t.run.ID)
 	b = append(b, end...)
-	return &realmv1.Instruction{Tool: "execute_step", ParamsJson: params, CallWithJson: b[len(params):]}
+	in.Tool, in.ParamsJson, in.CallWithJson = "execute_step", params, b[len(params):]
 }
 
 // advanceInstruction is advance_run's params and call_with: the run alone.
@@ -316,11 +352,17 @@ func placeholder(p any) any {
 
 // envelope fills the fields every step-shaped reply has.
 func (t *txn) envelope(command string) *realmv1.Reply {
-	v := t.run.Version
-	r := &realmv1.Reply{
+	// The reply and its run_version are one allocation.
+	w := new(struct {
+		r realmv1.Reply
+		v int64
+	})
+	w.v = t.run.Version
+	r := &w.r
+	*r = realmv1.Reply{
 		Command:             command,
 		RunId:               t.run.ID,
-		RunVersion:          &v,
+		RunVersion:          &w.v,
 		Status:              realmv1.ReplyStatus_REPLY_STATUS_OK,
 		RunPhase:            phaseEnum(t.run.Phase()),
 		Warnings:            t.warnings,

@@ -103,7 +103,7 @@ func (t *txn) resume(step string, force bool) resumed {
 	}
 	r.FailedSteps = slices.DeleteFunc(r.FailedSteps, func(s string) bool { return s == step })
 	delete(r.StepErrors, step)
-	delete(r.Settled, step)
+	r.Unsettle(step)
 	delete(r.Claims, step)
 	r.InProgressSteps = slices.DeleteFunc(r.InProgressSteps, func(s string) bool { return s == step })
 	if r.ValidationRejections != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -253,23 +254,37 @@ func (t *txn) createdReply(command string) *realmv1.Reply {
 }
 
 // completedHint is the context hint after step completed: the sentence
-// and what the run waits on next.
+// and what the run waits on next, built in one buffer.
 func (t *txn) completedHint(step string, v view) string {
-	return "Step '" + step + "' completed. " + t.afterHint(v)
+	var b strings.Builder
+	b.Grow(128)
+	b.WriteString("Step '")
+	b.WriteString(step)
+	b.WriteString("' completed. ")
+	t.writeAfterHint(&b, v)
+	return b.String()
 }
 
 // afterHint says what comes next, or how the run ended.
 func (t *txn) afterHint(v view) string {
-	if t.run.Terminal() {
-		if t.endedBy != nil {
-			return t.guardSentence()
-		}
-		if t.run.Phase() == record.PhaseCompleted {
-			return "Workflow completed."
-		}
-		return fmt.Sprintf("Run phase: '%s'.", t.run.Phase())
+	var b strings.Builder
+	t.writeAfterHint(&b, v)
+	return b.String()
+}
+
+func (t *txn) writeAfterHint(b *strings.Builder, v view) {
+	if !t.run.Terminal() {
+		t.writeWhatNext(b, v)
+		return
 	}
-	return t.whatNext(v)
+	switch {
+	case t.endedBy != nil:
+		b.WriteString(t.guardSentence())
+	case t.run.Phase() == record.PhaseCompleted:
+		b.WriteString("Workflow completed.")
+	default:
+		fmt.Fprintf(b, "Run phase: '%s'.", t.run.Phase())
+	}
 }
 
 // guardSentence is the context_hint of a guard that ended the run.

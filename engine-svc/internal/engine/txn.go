@@ -71,6 +71,7 @@ type pending struct {
 	newTraces     map[string][]byte
 	attemptsDirty bool
 	evidence      []*record.Entry
+	oneEvidence   [1]*record.Entry // evidence's first array: most writes add one
 	index         []store.IndexOp
 	idemKey       string
 	idemExpect    string
@@ -83,8 +84,10 @@ type pending struct {
 	// ledger; keepUpdatedAt also leaves updated_at as it was (a stamped
 	// seal is not activity).
 	maint, keepUpdatedAt bool
-	// encoded memoises the JSON of maps this write stores (encode.go).
-	encoded []encodedMap
+	// encoded memoises the JSON of maps this write stores (encode.go),
+	// its first entries in encodedA.
+	encoded  []encodedMap
+	encodedA [2]encodedMap
 }
 
 // touch marks the transaction as a write; what conditions read may have
@@ -133,6 +136,9 @@ func (t *txn) appendEvidence(e *record.Entry) {
 	if e.EvidenceHash == "" {
 		b, _ := t.encodeJSON(e.OutputSummary)
 		e.EvidenceHash = hashBytes(b)
+	}
+	if t.evidence == nil {
+		t.evidence = t.oneEvidence[:0]
 	}
 	t.evidence = append(t.evidence, e)
 	t.run.EvidenceCount++

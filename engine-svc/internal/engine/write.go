@@ -290,7 +290,7 @@ func (e *Engine) begin(ctx context.Context, d *decoded) (*txn, error) {
 
 // commit writes a transaction: the one place a run change reaches the store.
 func (e *Engine) commit(ctx context.Context, t *txn) error {
-	change, next, err := t.change()
+	change, next, cached, err := t.change()
 	if err != nil {
 		return err
 	}
@@ -316,7 +316,8 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 	// The cache shares the transaction's run and maps rather than copies
 	// of them: after its commit a transaction is only read (the reply is
 	// built from it), and begin copies before any change.
-	e.runs.put(t.run.ID, &decoded{snap: next, run: t.run, outputs: t.outputs, traces: t.traces, attempts: t.attempts, definition: next.Outputs[definitionField], committed: true})
+	*cached = decoded{snap: next, run: t.run, outputs: t.outputs, traces: t.traces, attempts: t.attempts, definition: next.Outputs[definitionField], committed: true}
+	e.runs.put(t.run.ID, cached)
 	return nil
 }
 
@@ -343,9 +344,10 @@ func checkShared(d *decoded) error {
 	return nil
 }
 
-// change turns the transaction into the store's atomic change, and the
-// snapshot the cache will hold if it commits.
-func (t *txn) change() (*store.Change, *store.Snapshot, error) {
+// change turns the transaction into the store's atomic change, the
+// snapshot the cache will hold if it commits, and room for the cache's
+// entry.
+func (t *txn) change() (*store.Change, *store.Snapshot, *decoded, error) {
 	r := t.run
 	expect := t.base.Version
 	if t.create {
@@ -369,13 +371,15 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 	t.index = t.appendTimerIndexChanges(t.index)
 	doc, err := r.AppendJSON(make([]byte, 0, len(t.base.Doc)+256))
 	if err != nil {
-		return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode run: "+err.Error())
+		return nil, nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode run: "+err.Error())
 	}
-	// The change, the snapshot and the first evidence entries' slice are
-	// one allocation.
+	// The change, the snapshot, the cache's entry and the first evidence
+	// entries' slice are one allocation (the cache keeps the snapshot,
+	// so it keeps all of it anyway).
 	w := new(struct {
 		c    store.Change
 		next store.Snapshot
+		d    decoded
 		ev   [2][]byte
 	})
 	c, next := &w.c, &w.next
@@ -403,7 +407,7 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 		for _, step := range t.newOutputs {
 			b, err := t.encodeJSON(t.outputs[step])
 			if err != nil {
-				return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode output: "+err.Error())
+				return nil, nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode output: "+err.Error())
 			}
 			c.Outputs[step] = b
 			next.Outputs[step] = b
@@ -437,11 +441,11 @@ func (t *txn) change() (*store.Change, *store.Snapshot, error) {
 	for _, e := range t.evidence {
 		b, err := t.encodeEntry(e)
 		if err != nil {
-			return nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode evidence: "+err.Error())
+			return nil, nil, nil, errcode.Wrap(errcode.EngineInternal, err, "encode evidence: "+err.Error())
 		}
 		c.Evidence = append(c.Evidence, b)
 	}
-	return c, next, nil
+	return c, next, &w.d, nil
 }
 
 // entry starts an evidence entry stamped with the transaction's time.

@@ -145,6 +145,11 @@ type Run struct {
 	// the document need not read the list.
 	EvidenceCount int64  `json:"evidence_count"`
 	LastStep      string `json:"last_step,omitempty"`
+
+	// settledShared: Settled is the map of the run this one was cloned
+	// from, copied on the first change (most writes settle one step, and
+	// copying the whole map every write was two allocations).
+	settledShared bool
 }
 
 // ContextSnapshot is one workflow_context entry as the run keeps it: the
@@ -218,13 +223,20 @@ type Holder struct {
 	Channel  string `json:"channel,omitempty"`
 }
 
-// Settled records how a step settled (run-record spec §4.2).
+// Settled records how a step settled (run-record spec §4.2). One is never
+// changed once a run holds it: runs share them (Completed, Clone).
 type Settled struct {
 	Token      *string `json:"token"`
 	Outcome    string  `json:"outcome"`
 	Choice     string  `json:"choice,omitempty"`
 	ResolvedBy string  `json:"resolved_by,omitempty"`
 }
+
+var completed = &Settled{Outcome: "complete"}
+
+// Completed is the settlement of a step that completed with no more to
+// say, one value shared by every run.
+func Completed() *Settled { return completed }
 
 // PendingGate is the open gate (run-record spec §4.1).
 type PendingGate struct {
@@ -520,10 +532,26 @@ func (r *Run) settle(step string, s *Settled) {
 	if s == nil {
 		return
 	}
+	r.ownSettled()
 	if r.Settled == nil {
 		r.Settled = map[string]*Settled{}
 	}
 	r.Settled[step] = s
+}
+
+// Unsettle forgets how a step settled (resume_run reopens it).
+func (r *Run) Unsettle(step string) {
+	if _, ok := r.Settled[step]; ok {
+		r.ownSettled()
+		delete(r.Settled, step)
+	}
+}
+
+// ownSettled copies Settled before its first change when it is shared.
+func (r *Run) ownSettled() {
+	if r.settledShared {
+		r.Settled, r.settledShared = maps.Clone(r.Settled), false
+	}
 }
 
 // Seal ends the run with an arm.
@@ -554,18 +582,20 @@ func (r *Run) Normalize() {
 }
 
 // Clone returns a copy of the run that a transaction may change without
-// touching r: lists and maps are copied; the values they hold are replaced,
-// never changed in place, by every writer in the engine.
+// touching r: lists and maps are copied (Settled on its first change,
+// ownSettled); the values they hold are replaced, never changed in place,
+// by every writer in the engine.
 func (r *Run) Clone() *Run {
 	c := *r
-	c.CompletedSteps = slices.Clone(r.CompletedSteps)
+	// Room for the step a write most often completes.
+	c.CompletedSteps = append(make([]string, 0, len(r.CompletedSteps)+1), r.CompletedSteps...)
 	c.InProgressSteps = slices.Clone(r.InProgressSteps)
 	c.FailedSteps = slices.Clone(r.FailedSteps)
 	c.SkippedSteps = slices.Clone(r.SkippedSteps)
 	c.DefaultedSteps = slices.Clone(r.DefaultedSteps)
 	c.SkipDetails = maps.Clone(r.SkipDetails)
 	c.Claims = maps.Clone(r.Claims)
-	c.Settled = maps.Clone(r.Settled)
+	c.settledShared = r.Settled != nil // copied on its first change (ownSettled)
 	c.CapabilityBlocks = maps.Clone(r.CapabilityBlocks)
 	c.ValidationRejections = maps.Clone(r.ValidationRejections)
 	c.StepErrors = maps.Clone(r.StepErrors)
