@@ -152,25 +152,46 @@ func (d *decoder) literal(word string) error {
 	return nil
 }
 
-func (d *decoder) nest() error {
+// open enters the object or array at d.i and reports whether it is empty
+// (its close read too).
+func (d *decoder) open(closer byte) (empty bool, err error) {
 	d.depth++
 	if d.depth > maxDepth {
-		return d.syntax("exceeded max depth")
+		return false, d.syntax("exceeded max depth")
 	}
-	return nil
+	d.i++
+	d.space()
+	if d.i < len(d.s) && d.s[d.i] == closer {
+		d.i++
+		d.depth--
+		return true, nil
+	}
+	return false, nil
+}
+
+// more reads what follows an element: a comma (another element comes) or
+// the closer (the object or array ends).
+func (d *decoder) more(closer byte, context string) (bool, error) {
+	d.space()
+	if d.i < len(d.s) {
+		switch d.s[d.i] {
+		case ',':
+			d.i++
+			d.space()
+			return true, nil
+		case closer:
+			d.i++
+			d.depth--
+			return false, nil
+		}
+	}
+	return false, d.unexpected(context)
 }
 
 func (d *decoder) object() (any, error) {
-	if err := d.nest(); err != nil {
-		return nil, err
-	}
-	d.i++ // {
 	m := map[string]any{}
-	d.space()
-	if d.i < len(d.s) && d.s[d.i] == '}' {
-		d.i++
-		d.depth--
-		return m, nil
+	if empty, err := d.open('}'); empty || err != nil {
+		return m, err
 	}
 	for {
 		if d.i >= len(d.s) || d.s[d.i] != '"' {
@@ -191,34 +212,16 @@ func (d *decoder) object() (any, error) {
 			return nil, err
 		}
 		m[k] = v // a repeated key: the last one wins, as in encoding/json
-		d.space()
-		if d.i < len(d.s) {
-			switch d.s[d.i] {
-			case ',':
-				d.i++
-				d.space()
-				continue
-			case '}':
-				d.i++
-				d.depth--
-				return m, nil
-			}
+		if more, err := d.more('}', "after object key:value pair"); !more {
+			return m, err
 		}
-		return nil, d.unexpected("after object key:value pair")
 	}
 }
 
 func (d *decoder) array() (any, error) {
-	if err := d.nest(); err != nil {
-		return nil, err
-	}
-	d.i++ // [
 	a := []any{}
-	d.space()
-	if d.i < len(d.s) && d.s[d.i] == ']' {
-		d.i++
-		d.depth--
-		return a, nil
+	if empty, err := d.open(']'); empty || err != nil {
+		return a, err
 	}
 	for {
 		v, err := d.value()
@@ -226,20 +229,9 @@ func (d *decoder) array() (any, error) {
 			return nil, err
 		}
 		a = append(a, v)
-		d.space()
-		if d.i < len(d.s) {
-			switch d.s[d.i] {
-			case ',':
-				d.i++
-				d.space()
-				continue
-			case ']':
-				d.i++
-				d.depth--
-				return a, nil
-			}
+		if more, err := d.more(']', "after array element"); !more {
+			return a, err
 		}
-		return nil, d.unexpected("after array element")
 	}
 }
 
