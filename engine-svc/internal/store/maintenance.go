@@ -167,7 +167,7 @@ func (r *Redis) inventory(ctx context.Context) (*keyInventory, error) {
 				}
 				continue
 			}
-			id, ok := strings.CutPrefix(rest, "run:")
+			id, ok := strings.CutPrefix(rest, runKeyPrefix)
 			if !ok {
 				continue
 			}

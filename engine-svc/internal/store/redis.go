@@ -292,8 +292,12 @@ func (r *Redis) keysOf(bucket int) []string {
 	return keys
 }
 
+// runKeyPrefix follows a bucket's tag in a run's key; the walks read run
+// ids back from keys by it.
+const runKeyPrefix = "run:"
+
 // RunKey is the hash holding a run's version and document.
-func (r *Redis) RunKey(runID string) string { return r.tag(r.BucketOf(runID)) + "run:" + runID }
+func (r *Redis) RunKey(runID string) string { return r.tag(r.BucketOf(runID)) + runKeyPrefix + runID }
 
 // A run's outputs hash and evidence list are its run key with these
 // suffixes.
@@ -312,8 +316,8 @@ func (r *Redis) EvidenceKey(runID string) string { return r.RunKey(runID) + evid
 // three): the run key is the outputs key's prefix.
 func (r *Redis) runKeys(runID string) (run, outputs, evidence string) {
 	tag := r.tag(r.BucketOf(runID))
-	all := tag + "run:" + runID + outputsSuffix + tag + "run:" + runID + evidenceSuffix
-	n := len(tag) + len("run:") + len(runID)
+	all := tag + runKeyPrefix + runID + outputsSuffix + tag + runKeyPrefix + runID + evidenceSuffix
+	n := len(tag) + len(runKeyPrefix) + len(runID)
 	return all[:n], all[:n+len(outputsSuffix)], all[n+len(outputsSuffix):]
 }
 

@@ -158,7 +158,7 @@ func (r *Redis) EachRun(ctx context.Context, size int, fn func([]StoredRun) erro
 			if !ok {
 				continue
 			}
-			if id, ok := strings.CutPrefix(rest, "run:"); ok && id != "" && !strings.Contains(id, ":") {
+			if id, ok := strings.CutPrefix(rest, runKeyPrefix); ok && id != "" && !strings.Contains(id, ":") {
 				ids = append(ids, id)
 			}
 		}
@@ -292,7 +292,7 @@ func (r *Redis) sideResidue(ctx context.Context, keys []string) ([]Residue, erro
 			idem = append(idem, k)
 			continue
 		}
-		id, ok := strings.CutPrefix(rest, "run:")
+		id, ok := strings.CutPrefix(rest, runKeyPrefix)
 		if !ok {
 			continue
 		}
