@@ -1,7 +1,7 @@
 // Package jsondec reads JSON into the values encoding/json.Unmarshal makes
 // for an interface: map[string]any, []any, string, float64, bool and nil.
 // It accepts exactly the documents encoding/json accepts and yields the
-// same values (FuzzObject holds the two together), with fewer allocations:
+// same values (FuzzValue holds the two together), with fewer allocations:
 // the input is copied into one string that the decoded strings and keys
 // without escapes share, and the integers 0 to 255 are boxed once for the
 // whole process. An answer's params are decoded on every transition; with

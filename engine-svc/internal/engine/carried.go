@@ -109,9 +109,7 @@ func (t *txn) stampDefinition(e *record.Entry) {
 	if t.def == nil || e.DefinitionHash != "" {
 		return
 	}
-	v := t.def.version
-	if v == nil { // a definition compile did not build
-		v = new(t.def.Def.Version)
-	}
-	e.DefinitionVersion, e.DefinitionHash = v, t.def.Hash
+	// Every entry points at the compiled definition's own version: it
+	// is never changed, and a copy per entry was an allocation.
+	e.DefinitionVersion, e.DefinitionHash = &t.def.Def.Version, t.def.Hash
 }

@@ -42,9 +42,6 @@ type compiled struct {
 	usesRunners bool
 	// ordered is Def.Ordered(), built once: read only.
 	ordered []*workflow.Step
-	// version is Def.Version for evidence entries' definition_version:
-	// one value they all point at (never changed through them).
-	version *float64
 }
 
 // stepWords are the parts of a step's execute_step entry (stepAction)
@@ -71,10 +68,8 @@ func compile(rec *store.WorkflowRecord) (*compiled, error) {
 	for name, s := range d.Steps {
 		s.Name = name
 	}
-	version := d.Version
 	c := &compiled{
 		Def:        &d,
-		version:    &version,
 		ordered:    d.Ordered(),
 		Stored:     rec.Version,
 		Hash:       hashBytes(rec.Definition),
