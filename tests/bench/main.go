@@ -6,8 +6,9 @@
 //
 // It builds the engine-svc and mcp-svc test binaries once and runs their
 // Go benchmarks: the transition, embedded and MCP benchmarks in rounds
-// (round 1 of each, then round 2, ...), so every ratio's two sides are
-// measured minutes apart at most and the repeats alternate; the store-size
+// (round 1 of each, then round 2, ...), so the repeats alternate; each
+// ratio's two sides are measured in alternating bursts within one
+// benchmark (Transitions/paired, MCPFrontDoor/paired); the store-size
 // benchmark once, with two stores at once: the smallest size throughout,
 // and one grown through the larger sizes, each measured in turns with it.
 // Redis is the server at REDIS_URL (default 127.0.0.1:6379); the
@@ -145,7 +146,7 @@ func measure(ctx context.Context, cfg config, outPath string, quick bool) error 
 	for round := 1; round <= cfg.rounds && strings.Contains(cfg.parts, "rounds"); round++ {
 		for _, j := range []job{
 			{label: "engine transitions, 1 and 32 runs: engine, engine core, bare script, no-op gRPC call; at 1 run, a PING through gRPC and alone, the engine on one P", bin: bins["engine"], bench: "Transitions/^(engine|engine_core|bare_cas|grpc_noop|grpc_ping|redis_ping|engine_1p|engine_core_1p)$/", n: cfg.transitions},
-			{label: "embedded store, 32 runs", bin: bins["engine"], bench: "Transitions/^engine_embedded$/^runs=32$", n: cfg.transitions},
+			{label: "the ratios to the floor, 32 runs: bare script, engine core, engine through gRPC and on the embedded store, in alternating bursts", bin: bins["engine"], bench: "Transitions/^paired$/^runs=32$", n: cfg.transitions},
 			{label: "MCP door and go-sdk no-op tool, 16 clients (rows, and the paired ratio)", bin: bins["mcp"], bench: "MCPFrontDoor//^clients=16$", n: cfg.mcpCalls},
 			// door-own runs alone: run just after other rows its absolute
 			// counts shift (docs/benchmarks.md).

@@ -26,9 +26,13 @@ const (
 	core1p     = "Transitions/engine_core_1p/runs=1"
 	grpc1p     = "Transitions/engine_1p/runs=1"
 	noop32     = "Transitions/grpc_noop/runs=32"
-	embed32    = "Transitions/engine_embedded/runs=32"
-	mcpNoop    = "MCPFrontDoor/noop-tool/clients=16"
-	mcpDoor    = "MCPFrontDoor/execute_step-mcp/clients=16"
+	// paired32 is the floor, the engine core, the engine through gRPC and
+	// the same on the embedded store in alternating bursts, 32 runs: the
+	// ratios to the floor come from it, so the machine's load falls on
+	// both sides of each alike.
+	paired32 = "Transitions/paired/runs=32"
+	mcpNoop  = "MCPFrontDoor/noop-tool/clients=16"
+	mcpDoor  = "MCPFrontDoor/execute_step-mcp/clients=16"
 	// mcpPaired alternates bursts of the no-op tool and the door, so the
 	// machine's load falls on both alike; mcpOwn counts the door's own
 	// allocations (calls through its handler minus the same gRPC calls).
@@ -115,12 +119,15 @@ func Rows(r Results) []Row {
 	tps := func(n string) figure { return metric(n, "transitions/s") }
 	calls := func(n string) figure { return metric(n, "calls/s") }
 	allocs := func(n string) figure { return metric(n, "allocs/op") }
+	paired := func(unit string) figure { return metric(paired32, unit) }
 	rows := []Row{
-		alongside("bare compare-and-set script, 32 runs (the floor)", perSec, tps(bare32)),
-		alongside("engine core, 32 runs", perSec, tps(core32)),
-		alongside("engine through gRPC, 32 runs", perSec, tps(grpc32)),
-		atLeast("engine core ÷ bare script, 32 runs", ratio, 0.5, quotient(tps(core32), tps(bare32))),
-		atLeast("engine through gRPC ÷ bare script, 32 runs", ratio, 0.33, quotient(tps(grpc32), tps(bare32))),
+		alongside("bare compare-and-set script, 32 runs (the floor)", perSec, paired("bare/s")),
+		alongside("engine core, 32 runs", perSec, paired("core/s")),
+		alongside("engine through gRPC, 32 runs", perSec, paired("grpc/s")),
+		atLeast("engine core ÷ bare script, 32 runs (alternating bursts)", ratio, 0.5, paired("core/bare")),
+		atLeast("engine through gRPC ÷ bare script, 32 runs (alternating bursts)", ratio, 0.33, paired("grpc/bare")),
+		alongside("engine core ÷ bare script, 32 runs, one benchmark after the other", ratio, quotient(tps(core32), tps(bare32))),
+		alongside("engine through gRPC ÷ bare script, 32 runs, one benchmark after the other", ratio, quotient(tps(grpc32), tps(bare32))),
 		atMost("gRPC's added p50 at 1 run (engine − engine core)", millis, 100, minus(metric(grpc1, "p50-µs"), metric(core1, "p50-µs"))),
 		alongside("a no-op gRPC call's p50, 1 caller (the transport's round trip)", millis, metric(noop1, "p50-µs")),
 		alongside("gRPC's added p50 for a handler that waits on one Redis PING (no code of ours)", millis, minus(metric(ping1, "p50-µs"), metric(redisPing1, "p50-µs"))),
@@ -175,7 +182,9 @@ func Rows(r Results) []Row {
 	rows = append(rows,
 		alongside("Redis memory per finished ten-step run as written (before the sweep packs it)", bytes, metric(smallFirst, "B/finished-run-unpacked")),
 		atMost("Redis memory per finished ten-step run, packed", bytes, 2048, metric(smallFirst, "B/finished-run")))
-	return append(rows, atLeast("embedded store ÷ Redis, engine through gRPC, 32 runs", ratio, 0.5, quotient(tps(embed32), tps(grpc32))))
+	return append(rows,
+		alongside("engine through gRPC on the embedded store, 32 runs", perSec, paired("embedded/s")),
+		atLeast("embedded store ÷ Redis, engine through gRPC, 32 runs (alternating bursts)", ratio, 0.5, paired("embedded/grpc")))
 }
 
 // besideName is the StoreSize measurement of the store holding stored

@@ -60,6 +60,7 @@ func BenchmarkTransitions(b *testing.B) {
 		b.Run(fmt.Sprintf("bare_cas/runs=%d", runs), func(b *testing.B) { benchBareCAS(b, runs) })
 		b.Run(fmt.Sprintf("grpc_noop/runs=%d", runs), func(b *testing.B) { benchGRPCNoop(b, runs, false) })
 	}
+	b.Run("paired/runs=32", func(b *testing.B) { benchPaired(b, 32) })
 	// What gRPC adds to a call whose handler waits on Redis, with no code
 	// of ours in it: a health check that first sends one PING, against the
 	// same PING sent directly (the pair engine − engine_core is measured
@@ -188,65 +189,104 @@ func benchEngineOn(b *testing.B, backend string, workers int, core bool, opts ..
 // p50/p99 latency, Redis round trips and the process's CPU (user + sys)
 // per transition. It returns the runs it started.
 func driveTransitions(b *testing.B, e *env, workers int, core bool) []string {
-	c := context.Background()
-	// Create every run before the clock starts: only transitions are timed.
-	nRuns := b.N/10 + workers + 1
-	runIDs := make([]string, nRuns)
-	for i := range runIDs {
-		resp, err := e.client.StartRun(c, &realmv1.StartRunRequest{WorkflowId: "bench"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		runIDs[i] = resp.GetReply().GetRunId()
-	}
-	var next atomic.Int64 // next run to take
-	var done atomic.Int64 // transitions made
+	s := newStepper(b, e, workers, b.N, core)
 	lat := make([][]time.Duration, workers)
-	// As the front doors send it: JSON, no google.protobuf.Struct.
-	answer := []byte(`{"n":1,"note":"fine"}`)
 	e.counter.Reset()
 	b.ReportAllocs()
 	stopProfile := profileTimed(b)
 	cpu0 := processCPU()
 	b.ResetTimer()
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				run := runIDs[next.Add(1)-1]
-				for i := 1; i <= 10; i++ {
-					if done.Add(1) > int64(b.N) {
-						return
-					}
-					t0 := time.Now()
-					req := &realmv1.ExecuteStepRequest{RunId: run, Command: "s" + strconv.Itoa(i), ParamsJson: answer}
-					var reply *realmv1.Reply
-					var err error
-					if core {
-						reply, err = e.eng.ExecuteStep(c, req)
-					} else {
-						var resp *realmv1.ExecuteStepResponse
-						resp, err = e.client.ExecuteStep(c, req)
-						reply = resp.GetReply()
-					}
-					lat[w] = append(lat[w], time.Since(t0))
-					if err != nil || reply.GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK {
-						b.Errorf("step s%d: %v %v", i, err, reply)
-						return
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	s.burst(b, b.N, lat)
 	b.StopTimer()
 	cpu := processCPU() - cpu0
 	stopProfile()
 	reportTimed(b, lat, cpu, "transitions/s")
 	b.ReportMetric(float64(e.counter.Count())/float64(b.N), "roundtrips/op")
-	return runIDs
+	return s.runIDs
+}
+
+// stepper makes transitions of the registered "bench" workflow's runs:
+// each of its workers answers its run's steps in order and takes the next
+// run when one ends. A worker keeps its place between bursts, so bursts
+// of other work can come between them.
+type stepper struct {
+	e      *env
+	core   bool // call the engine directly, not through gRPC
+	runIDs []string
+	next   int // next run to take (read and written by burst's workers under mu)
+	mu     sync.Mutex
+	at     []stepAt // each worker's run and its next step
+}
+
+type stepAt struct {
+	run  string
+	step int // 1..10; 11 (or a zero stepAt) takes the next run
+}
+
+// benchAnswer is each step's answer, as the front doors send it: JSON, no
+// google.protobuf.Struct.
+var benchAnswer = []byte(`{"n":1,"note":"fine"}`)
+
+// newStepper creates, before any clock starts, the runs that n
+// transitions with workers at once can reach.
+func newStepper(b *testing.B, e *env, workers, n int, core bool) *stepper {
+	c := context.Background()
+	s := &stepper{e: e, core: core, runIDs: make([]string, n/10+workers+1), at: make([]stepAt, workers)}
+	for i := range s.runIDs {
+		resp, err := e.client.StartRun(c, &realmv1.StartRunRequest{WorkflowId: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.runIDs[i] = resp.GetReply().GetRunId()
+	}
+	return s
+}
+
+// take is the next unstarted run.
+func (s *stepper) take() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	run := s.runIDs[s.next]
+	s.next++
+	return run
+}
+
+// burst makes n transitions with every worker at once; lat, when not
+// nil, gets each worker's latencies.
+func (s *stepper) burst(b *testing.B, n int, lat [][]time.Duration) {
+	c := context.Background()
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for w := range s.at {
+		wg.Go(func() {
+			at := &s.at[w]
+			for done.Add(1) <= int64(n) {
+				if at.step == 0 || at.step > 10 {
+					*at = stepAt{run: s.take(), step: 1}
+				}
+				t0 := time.Now()
+				req := &realmv1.ExecuteStepRequest{RunId: at.run, Command: "s" + strconv.Itoa(at.step), ParamsJson: benchAnswer}
+				var reply *realmv1.Reply
+				var err error
+				if s.core {
+					reply, err = s.e.eng.ExecuteStep(c, req)
+				} else {
+					var resp *realmv1.ExecuteStepResponse
+					resp, err = s.e.client.ExecuteStep(c, req)
+					reply = resp.GetReply()
+				}
+				if lat != nil {
+					lat[w] = append(lat[w], time.Since(t0))
+				}
+				if err != nil || reply.GetStatus() != realmv1.ReplyStatus_REPLY_STATUS_OK {
+					b.Errorf("step s%d: %v %v", at.step, err, reply)
+					return
+				}
+				at.step++
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // reportTimed reports a timed loop's p50 and p99 latency (each worker's
@@ -269,37 +309,117 @@ func reportTimed(b *testing.B, lat [][]time.Duration, cpu time.Duration, rate st
 // a script that only checks and writes the version and a 1,200-byte
 // document (the size of a finished ten-step run's document).
 func benchBareCAS(b *testing.B, workers int) {
-	e := setup(b, "redis")
-	c := context.Background()
-	script := redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'v') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 'doc', ARGV[3])
-return 1`)
-	doc := strings.Repeat("x", 1200)
-	var done atomic.Int64
+	cas := newBareCAS(b, setup(b, "redis"), workers)
 	b.ReportAllocs()
 	b.ResetTimer()
+	cas.burst(b, b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transitions/s")
+}
+
+// bareCAS is the floor's workers, each with its key and the version it
+// holds, kept between bursts.
+type bareCAS struct {
+	rc      redis.UniversalClient
+	script  *redis.Script
+	doc     string
+	keys    []string
+	version []int
+}
+
+func newBareCAS(b *testing.B, e *env, workers int) *bareCAS {
+	cas := &bareCAS{
+		rc: e.rc,
+		script: redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'v') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'doc', ARGV[3])
+return 1`),
+		doc:     strings.Repeat("x", 1200),
+		keys:    make([]string, workers),
+		version: make([]int, workers),
+	}
+	for w := range cas.keys {
+		cas.keys[w] = fmt.Sprintf("%s:{b%d}:bare", e.prefix, w)
+		if err := e.rc.HSet(context.Background(), cas.keys[w], "v", "0").Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return cas
+}
+
+// burst makes n compare-and-sets with every worker at once.
+func (cas *bareCAS) burst(b *testing.B, n int) {
+	c := context.Background()
+	var done atomic.Int64
 	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := fmt.Sprintf("%s:{b%d}:bare", e.prefix, w)
-			v := 0
-			e.rc.HSet(c, key, "v", "0")
-			for done.Add(1) <= int64(b.N) {
-				ok, err := script.Run(c, e.rc, []string{key}, strconv.Itoa(v), strconv.Itoa(v+1), doc).Int()
+	for w, key := range cas.keys {
+		wg.Go(func() {
+			v := cas.version[w]
+			defer func() { cas.version[w] = v }()
+			for done.Add(1) <= int64(n) {
+				ok, err := cas.script.Run(c, cas.rc, []string{key}, strconv.Itoa(v), strconv.Itoa(v+1), cas.doc).Int()
 				if err != nil || ok != 1 {
 					b.Errorf("cas: %v %d", err, ok)
 					return
 				}
 				v++
 			}
-		}()
+		})
 	}
 	wg.Wait()
+}
+
+// benchPaired is the ratios to the floor taken in alternating bursts: the
+// bare script, the engine core and the engine through gRPC on one Redis,
+// and the engine through gRPC on the embedded store, b.N operations each
+// in bursts of about a fifteenth of it, the four in turn and the order
+// rotated from one round to the next. Measured one after another, each
+// for seconds, the ratios moved with the machine's load between
+// benchmarks (0.21 and 0.37 for the same binary a minute apart); in
+// bursts the load falls on all four alike.
+func benchPaired(b *testing.B, workers int) {
+	e := setup(b, "redis")
+	emb := setup(b, "embedded")
+	for _, x := range []*env{e, emb} {
+		if r := x.register(b, tenSteps()); !r.GetRegistered() {
+			b.Fatal(r.GetReport().GetText())
+		}
+	}
+	cas := newBareCAS(b, e, workers)
+	core := newStepper(b, e, workers, b.N, true)
+	viaGRPC := newStepper(b, e, workers, b.N, false)
+	embedded := newStepper(b, emb, workers, b.N, false)
+	kinds := []struct {
+		unit  string
+		burst func(n int)
+	}{
+		{"bare/s", func(n int) { cas.burst(b, n) }},
+		{"core/s", func(n int) { core.burst(b, n, nil) }},
+		{"grpc/s", func(n int) { viaGRPC.burst(b, n, nil) }},
+		{"embedded/s", func(n int) { embedded.burst(b, n, nil) }},
+	}
+	size := max(b.N/15, 100)
+	spent := make([]time.Duration, len(kinds))
+	b.ResetTimer()
+	for round, left := 0, b.N; left > 0; round++ {
+		n := min(size, left)
+		for j := range kinds {
+			k := (round + j) % len(kinds)
+			t0 := time.Now()
+			kinds[k].burst(n)
+			spent[k] += time.Since(t0)
+		}
+		left -= n
+	}
 	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transitions/s")
+	rate := make(map[string]float64, len(kinds))
+	for k, kind := range kinds {
+		rate[kind.unit] = float64(b.N) / spent[k].Seconds()
+		b.ReportMetric(rate[kind.unit], kind.unit)
+	}
+	b.ReportMetric(rate["core/s"]/rate["bare/s"], "core/bare")
+	b.ReportMetric(rate["grpc/s"]/rate["bare/s"], "grpc/bare")
+	b.ReportMetric(rate["embedded/s"]/rate["grpc/s"], "embedded/grpc")
 }
 
 // envProfileDir names a folder for profiles of the timed loops alone
