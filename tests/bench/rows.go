@@ -26,13 +26,14 @@ const (
 	core1p     = "Transitions/engine_core_1p/runs=1"
 	grpc1p     = "Transitions/engine_1p/runs=1"
 	noop32     = "Transitions/grpc_noop/runs=32"
-	// paired32 is the floor, the engine core, the engine through gRPC and
-	// the same on the embedded store in alternating bursts, 32 runs: the
-	// ratios to the floor come from it, so the machine's load falls on
-	// both sides of each alike.
-	paired32 = "Transitions/paired/runs=32"
-	mcpNoop  = "MCPFrontDoor/noop-tool/clients=16"
-	mcpDoor  = "MCPFrontDoor/execute_step-mcp/clients=16"
+	// paired32 is the floor, the engine core and the engine through gRPC
+	// in alternating bursts, 32 runs, and pairedEmbed32 the engine through
+	// gRPC on Redis and on the embedded store: the ratios come from them,
+	// so the machine's load falls on both sides of each alike.
+	paired32      = "Transitions/paired/runs=32"
+	pairedEmbed32 = "Transitions/paired_embedded/runs=32"
+	mcpNoop       = "MCPFrontDoor/noop-tool/clients=16"
+	mcpDoor       = "MCPFrontDoor/execute_step-mcp/clients=16"
 	// mcpPaired alternates bursts of the no-op tool and the door, so the
 	// machine's load falls on both alike; mcpOwn counts the door's own
 	// allocations (calls through its handler minus the same gRPC calls).
@@ -183,8 +184,9 @@ func Rows(r Results) []Row {
 		alongside("Redis memory per finished ten-step run as written (before the sweep packs it)", bytes, metric(smallFirst, "B/finished-run-unpacked")),
 		atMost("Redis memory per finished ten-step run, packed", bytes, 2048, metric(smallFirst, "B/finished-run")))
 	return append(rows,
-		alongside("engine through gRPC on the embedded store, 32 runs", perSec, paired("embedded/s")),
-		atLeast("embedded store ÷ Redis, engine through gRPC, 32 runs (alternating bursts)", ratio, 0.5, paired("embedded/grpc")))
+		alongside("engine through gRPC on the embedded store, 32 runs", perSec, metric(pairedEmbed32, "embedded/s")),
+		alongside("engine through gRPC on Redis, 32 runs (in bursts with the embedded store)", perSec, metric(pairedEmbed32, "redis/s")),
+		atLeast("embedded store ÷ Redis, engine through gRPC, 32 runs (alternating bursts)", ratio, 0.5, metric(pairedEmbed32, "embedded/redis")))
 }
 
 // besideName is the StoreSize measurement of the store holding stored

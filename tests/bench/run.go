@@ -100,6 +100,12 @@ func summary(s Sample) string {
 			parts = append(parts, thousands(v)+" "+u.label)
 		}
 	}
+	// The paired benchmarks' ratios (their allocations mix the sides).
+	for _, u := range []string{"core/bare", "grpc/bare", "embedded/redis", "mcp/noop", "free-door/noop"} {
+		if v, ok := s[u]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f", u, v))
+		}
+	}
 	return strings.Join(parts, ", ")
 }
 
