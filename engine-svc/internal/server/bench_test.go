@@ -260,10 +260,13 @@ func (s *stepper) burst(b *testing.B, n int, lat [][]time.Duration) {
 	var wg sync.WaitGroup
 	for w := range s.at {
 		wg.Go(func() {
-			at := &s.at[w]
+			// A copy, written back at the end: the workers' places share
+			// cache lines.
+			at := s.at[w]
+			defer func() { s.at[w] = at }()
 			for done.Add(1) <= int64(n) {
 				if at.step == 0 || at.step > 10 {
-					*at = stepAt{run: s.take(), step: 1}
+					at = stepAt{run: s.take(), step: 1}
 				}
 				t0 := time.Now()
 				req := &realmv1.ExecuteStepRequest{RunId: at.run, Command: "s" + strconv.Itoa(at.step), ParamsJson: benchAnswer}
