@@ -8,7 +8,7 @@
 // Go benchmarks: the transition, embedded and MCP benchmarks in rounds
 // (round 1 of each, then round 2, ...), so the repeats alternate; each
 // ratio's two sides are measured in alternating bursts within one
-// benchmark (Transitions/paired, MCPFrontDoor/paired); the store-size
+// benchmark (Transitions/paired and paired_embedded, MCPFrontDoor/paired); the store-size
 // benchmark once, with two stores at once: the smallest size throughout,
 // and one grown through the larger sizes, each measured in turns with it.
 // Redis is the server at REDIS_URL (default 127.0.0.1:6379); the

@@ -25,11 +25,15 @@ import (
 	"github.com/realm-go/realm/pkg/metrics"
 )
 
+// benchSteps is how many steps tenSteps chains: a stepper moves to its
+// next run after as many answers.
+const benchSteps = 10
+
 // tenSteps is a chain of ten agent steps, each with a small schema.
 func tenSteps() []byte {
 	var b strings.Builder
 	b.WriteString("id: bench\nname: Bench\nversion: 1\nsteps:\n")
-	for i := 1; i <= 10; i++ {
+	for i := 1; i <= benchSteps; i++ {
 		fmt.Fprintf(&b, "  s%d:\n    description: Step %d.\n    execution: agent\n", i, i)
 		if i > 1 {
 			fmt.Fprintf(&b, "    depends_on: [s%d]\n", i-1)
@@ -221,7 +225,7 @@ type stepper struct {
 
 type stepAt struct {
 	run  string
-	step int // 1..10; 11 (or a zero stepAt) takes the next run
+	step int // 1..benchSteps; past it (or a zero stepAt) takes the next run
 }
 
 // benchAnswer is each step's answer, as the front doors send it: JSON, no
@@ -232,7 +236,7 @@ var benchAnswer = []byte(`{"n":1,"note":"fine"}`)
 // transitions with workers at once can reach.
 func newStepper(b *testing.B, e *env, workers, n int, core bool) *stepper {
 	c := context.Background()
-	s := &stepper{e: e, core: core, runIDs: make([]string, n/10+workers+1), at: make([]stepAt, workers)}
+	s := &stepper{e: e, core: core, runIDs: make([]string, n/benchSteps+workers+1), at: make([]stepAt, workers)}
 	for i := range s.runIDs {
 		resp, err := e.client.StartRun(c, &realmv1.StartRunRequest{WorkflowId: "bench"})
 		if err != nil {
@@ -265,7 +269,7 @@ func (s *stepper) burst(b *testing.B, n int, lat [][]time.Duration) {
 			at := s.at[w]
 			defer func() { s.at[w] = at }()
 			for done.Add(1) <= int64(n) {
-				if at.step == 0 || at.step > 10 {
+				if at.step == 0 || at.step > benchSteps {
 					at = stepAt{run: s.take(), step: 1}
 				}
 				t0 := time.Now()
