@@ -203,7 +203,9 @@ func (e *Engine) snapshot(ctx context.Context, runID string, fresh bool) (*decod
 	if err != nil {
 		return nil, false, err
 	}
-	e.runs.put(runID, d)
+	if worthCaching(d.run) {
+		e.runs.put(runID, d)
+	}
 	return d, false, nil
 }
 
@@ -317,8 +319,26 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 	// of them: after its commit a transaction is only read (the reply is
 	// built from it), and begin copies before any change.
 	*cached = decoded{snap: next, run: t.run, outputs: t.outputs, traces: t.traces, attempts: t.attempts, definition: next.Outputs[definitionField], committed: true}
+	if !worthCaching(t.run) {
+		e.runs.drop(t.run.ID)
+		return nil
+	}
 	e.runs.put(t.run.ID, cached)
 	return nil
+}
+
+// worthCaching reports whether the run cache should keep r. An ended run
+// that owes no finalizer takes no more transitions: it is read now and
+// then, packed and purged, each of which can load it. Kept, such runs
+// soon fill the cache (most runs end), and every garbage collection walks
+// them: a quarter of the CPU of a transition through gRPC went to that
+// (docs/benchmarks.md, "2026-12-07 (evening, later)").
+func worthCaching(r *record.Run) bool {
+	if !r.Terminal() {
+		return true
+	}
+	_, owes := finalizersDue(r)
+	return owes
 }
 
 // checkShared is Options.CheckCache: a committed run the cache holds must
