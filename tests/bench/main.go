@@ -12,7 +12,10 @@
 // benchmark once, with two stores at once: the smallest size throughout,
 // and one grown through the larger sizes, each measured in turns with it.
 // Redis is the server at REDIS_URL (default 127.0.0.1:6379); the
-// benchmarks write under key prefixes of their own and delete them.
+// benchmarks write under key prefixes of their own and delete them. For
+// the MCP door's ratio as deployed it also builds engine-svc and runs it,
+// with a redis-server of its own, on the last CPU (taskset), and the MCP
+// benchmark on the others.
 //
 //	go run ./tests/bench            # the full table (up to an hour)
 //	BENCH_QUICK=1 go run ./tests/bench   # fewer transitions, no 1M store
@@ -143,15 +146,36 @@ func measure(ctx context.Context, cfg config, outPath string, quick bool) error 
 		}
 		return nil
 	}
+	// The MCP door's ratio with engine-svc and its Redis on a CPU of
+	// their own, as deployed; without one the row says not measured.
+	var apart *engineApart
+	if strings.Contains(cfg.parts, "rounds") {
+		progress("starting engine-svc and a Redis of its own on the last CPU, for the MCP door's ratio with the engine apart")
+		if apart, err = startEngineApart(ctx, root, tmp); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			progress("NOT MEASURED, the MCP door with the engine apart: %v", err)
+			failed = append(failed, "the MCP door with the engine apart")
+		} else {
+			defer apart.stop()
+		}
+	}
 	for round := 1; round <= cfg.rounds && strings.Contains(cfg.parts, "rounds"); round++ {
-		for _, j := range []job{
+		jobs := []job{
 			{label: "engine transitions, 1 and 32 runs: engine, engine core, bare script, no-op gRPC call; at 1 run, a PING through gRPC and alone, the engine on one P", bin: bins["engine"], bench: "Transitions/^(engine|engine_core|bare_cas|grpc_noop|grpc_ping|redis_ping|engine_1p|engine_core_1p)$/", n: cfg.transitions},
 			{label: "the ratios, 32 runs, each side in bursts alternating with the other: bare script, engine core, engine through gRPC; the engine through gRPC on Redis and on the embedded store", bin: bins["engine"], bench: "Transitions/^(paired|paired_embedded)$/^runs=32$", n: cfg.transitions},
 			{label: "MCP door and go-sdk no-op tool, 16 clients (rows, and the paired ratio)", bin: bins["mcp"], bench: "MCPFrontDoor//^clients=16$", n: cfg.mcpCalls},
 			// door-own runs alone: run just after other rows its absolute
 			// counts shift (docs/benchmarks.md).
 			{label: "MCP door's own allocations", bin: bins["mcp"], bench: "MCPFrontDoor/^door-own$", n: cfg.mcpCalls},
-		} {
+		}
+		if apart != nil {
+			jobs = append(jobs, job{label: "MCP door and go-sdk no-op tool, 16 clients, paired, engine-svc and its Redis on the last CPU (as deployed)",
+				bin: bins["mcp"], bench: "MCPFrontDoor/^paired_engine_apart$/", n: cfg.mcpCalls,
+				env: []string{"REALM_BENCH_ENGINE_ADDR=" + apart.addr}, wrap: apart.wrap})
+		}
+		for _, j := range jobs {
 			j.label = fmt.Sprintf("round %d/%d: %s (%dx)", round, cfg.rounds, j.label, j.n)
 			if err := run(j); err != nil {
 				return err

@@ -39,8 +39,12 @@ const (
 	// allocations (calls through its handler minus the same gRPC calls).
 	mcpPaired = "MCPFrontDoor/paired/clients=16"
 	mcpOwn    = "MCPFrontDoor/door-own"
-	stored    = "StoreSize/stored="
-	beside    = "StoreSize/beside="
+	// mcpApart is mcpPaired with engine-svc and its Redis on a CPU of
+	// their own (as deployed: pods of their own), the door and the no-op
+	// tool on the others.
+	mcpApart = "MCPFrontDoor/paired_engine_apart/clients=16"
+	stored   = "StoreSize/stored="
+	beside   = "StoreSize/beside="
 )
 
 // kind says how a row's figure is printed.
@@ -142,8 +146,13 @@ func Rows(r Results) []Row {
 		alongside("allocations through gRPC less the no-op call's: the engine's and its messages'", count, minus(allocs(grpc32), allocs(noop32))),
 		alongside("go-sdk no-op tool, 16 clients", perSec, calls(mcpNoop)),
 		alongside("MCP door execute_step, 16 clients", perSec, calls(mcpDoor)),
-		atLeast("MCP door ÷ go-sdk no-op tool, calls/s at 16 clients (paired bursts)", ratio, 0.8, metric(mcpPaired, "mcp/noop")),
-		alongside("a door that cost nothing ÷ go-sdk no-op tool, 16 clients (the bound on shared cores)", ratio, metric(mcpPaired, "free-door/noop")),
+		alongside("go-sdk no-op tool, 16 clients, engine-svc and its Redis on another CPU (paired bursts)", perSec, metric(mcpApart, "noop-calls/s")),
+		alongside("MCP door execute_step, 16 clients, engine-svc and its Redis on another CPU (paired bursts)", perSec, metric(mcpApart, "mcp-calls/s")),
+		atLeast("MCP door ÷ go-sdk no-op tool, calls/s at 16 clients, engine-svc and its Redis on another CPU, as deployed (paired bursts)", ratio, 0.8, metric(mcpApart, "mcp/noop")),
+		alongside("the same pair's CPU per call in its process, go-sdk no-op tool (engine apart)", micros, metric(mcpApart, "noop-cpu-µs/call")),
+		alongside("the same pair's CPU per call in its process, MCP door execute_step (engine apart)", micros, metric(mcpApart, "mcp-cpu-µs/call")),
+		alongside("MCP door ÷ go-sdk no-op tool, calls/s at 16 clients, the engine and Redis on the same cores (paired bursts)", ratio, metric(mcpPaired, "mcp/noop")),
+		alongside("a door that cost nothing ÷ go-sdk no-op tool, 16 clients, the engine and Redis on the same cores (the bound there)", ratio, metric(mcpPaired, "free-door/noop")),
 		atMost("MCP door's own allocations per call (its handler − the same gRPC call)", count, 100, metric(mcpOwn, "door-allocs/call")),
 	}
 	small, grown := storeSizes(r)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -44,6 +45,7 @@ type job struct {
 	n     int      // -test.benchtime, iterations
 	count int      // -test.count (0: 1)
 	env   []string // added to the environment
+	wrap  []string // a command the binary runs under (taskset -c 0)
 }
 
 // run runs the job, copies its output to raw, adds its results and prints
@@ -51,7 +53,8 @@ type job struct {
 func (j job) run(ctx context.Context, raw io.Writer, into Results) error {
 	args := []string{"-test.run", "^$", "-test.bench", j.bench, "-test.benchtime", fmt.Sprintf("%dx", j.n),
 		"-test.benchmem", "-test.count", fmt.Sprint(max(j.count, 1)), "-test.timeout", "0"}
-	cmd := exec.CommandContext(ctx, j.bin.path, args...)
+	argv := append(append(slices.Clone(j.wrap), j.bin.path), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = j.bin.pkgDir
 	cmd.Env = append(os.Environ(), j.env...)
 	cmd.Stderr = os.Stderr
@@ -59,7 +62,7 @@ func (j job) run(ctx context.Context, raw io.Writer, into Results) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(raw, "# %s\n# %s %s\n", j.label, filepath.Base(j.bin.path), strings.Join(args, " "))
+	fmt.Fprintf(raw, "# %s\n# %s\n", j.label, strings.Join(append(append(slices.Clone(j.wrap), filepath.Base(j.bin.path)), args...), " "))
 	if err := cmd.Start(); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -22,6 +23,10 @@ import (
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 )
+
+// envEngineAddr names an engine-svc for BenchmarkMCPFrontDoor to call
+// instead of one it starts in its own process.
+const envEngineAddr = "REALM_BENCH_ENGINE_ADDR"
 
 // benchWorkflow has one agent step with no schema: every execute_step
 // completes it, so each call does the same work.
@@ -39,8 +44,19 @@ steps:
 // SDK's floor), execute_step through mcp-svc, and the same execute_step
 // straight over gRPC. It reports p50/p99 latency, calls/s and allocs/call
 // (allocations of client, front door and engine together: one process).
+//
+// With REALM_BENCH_ENGINE_ADDR set, the engine is that engine-svc instead
+// of one in this process, and the pair is named paired_engine_apart:
+// `make bench` runs engine-svc and its Redis on the other core, as they
+// are deployed, so the door and the no-op tool share a core with nothing
+// else.
 func BenchmarkMCPFrontDoor(b *testing.B) {
-	engineAddr := enginetest.Start(b, "redis")
+	engineAddr, paired := os.Getenv(envEngineAddr), "paired"
+	if engineAddr != "" {
+		paired = "paired_engine_apart"
+	} else {
+		engineAddr = enginetest.Start(b, "redis")
+	}
 	eng, conn, err := client.DialEngine(context.Background(), engineAddr)
 	if err != nil {
 		b.Fatal(err)
@@ -94,29 +110,60 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 	// no-op tool and of execute_step through the door take turns, 16 clients
 	// each, so a change in the machine's load falls on both alike. A third
 	// burst of the same execute_step straight over gRPC gives the ratio a
-	// door costing nothing would reach here: the engine shares the cores.
-	b.Run("paired/clients=16", func(b *testing.B) {
+	// door costing nothing would reach when the engine shares the cores
+	// (with the engine apart it is only the gRPC bursts' wait).
+	b.Run(paired+"/clients=16", func(b *testing.B) {
 		const clients = 16
-		runs, grpcRuns := benchRuns(b, eng), benchRuns(b, eng)
+		// Each round's runs are started just before its bursts, as an
+		// assistant starts a run and then answers its step: the engine
+		// still holds them, rather than having let go of thousands made
+		// before the clock started.
+		runs, grpcRuns := make([]string, b.N), make([]string, b.N)
 		noops, doors := benchSessions(b, noopSrv.URL, nil, clients), benchSessions(b, realmSrv.URL, authed, clients)
-		var noopTime, doorTime, grpcTime time.Duration
+		var noopTime, doorTime, grpcTime, noopCPU, doorCPU time.Duration
 		b.ResetTimer()
 		for lo := 0; lo < b.N; lo += doorChunk {
 			hi := min(lo+doorChunk, b.N)
-			noopTime += burst(b, clients, lo, hi, func(w, _ int) error {
-				res, err := noops[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{}})
-				return toolErr(res, err)
-			})
-			doorTime += burst(b, clients, lo, hi, func(w, i int) error {
-				res, err := doors[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_step",
-					Arguments: map[string]any{"run_id": runs[i], "command": "answer", "params": map[string]any{"ok": true}}})
-				return toolErr(res, err)
-			})
+			startRuns(b, eng, runs[lo:hi])
+			startRuns(b, eng, grpcRuns[lo:hi])
+			noop := func() {
+				c0 := processCPU()
+				noopTime += burst(b, clients, lo, hi, func(w, _ int) error {
+					res, err := noops[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{}})
+					return toolErr(res, err)
+				})
+				noopCPU += processCPU() - c0
+			}
+			door := func() {
+				c0 := processCPU()
+				doorTime += burst(b, clients, lo, hi, func(w, i int) error {
+					res, err := doors[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_step",
+						Arguments: map[string]any{"run_id": runs[i], "command": "answer", "params": map[string]any{"ok": true}}})
+					return toolErr(res, err)
+				})
+				doorCPU += processCPU() - c0
+			}
+			// The no-op tool and the door take turns going first, so the
+			// work the run starts leave behind (a collection, say) falls
+			// on both alike.
+			if lo/doorChunk%2 == 0 {
+				noop()
+				door()
+			} else {
+				door()
+				noop()
+			}
 			grpcTime += burst(b, clients, lo, hi, func(_, i int) error { return grpcStep(eng, grpcRuns[i]) })
 		}
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/noopTime.Seconds(), "noop-calls/s")
 		b.ReportMetric(float64(b.N)/doorTime.Seconds(), "mcp-calls/s")
+		if noopCPU > 0 {
+			// This process's CPU in each kind's bursts, per call: with
+			// the engine apart, what the door itself costs.
+			b.ReportMetric(float64(noopCPU.Microseconds())/float64(b.N), "noop-cpu-µs/call")
+			b.ReportMetric(float64(doorCPU.Microseconds())/float64(b.N), "mcp-cpu-µs/call")
+		}
 		b.ReportMetric(noopTime.Seconds()/doorTime.Seconds(), "mcp/noop")
 		b.ReportMetric(noopTime.Seconds()/(noopTime+grpcTime).Seconds(), "free-door/noop")
 	})
@@ -256,14 +303,21 @@ func benchSessions(b *testing.B, url string, hc *http.Client, n int) []*mcp.Clie
 func benchRuns(b *testing.B, eng realmv1.EngineServiceClient) []string {
 	b.Helper()
 	runs := make([]string, b.N)
-	for i := range runs {
+	startRuns(b, eng, runs)
+	return runs
+}
+
+// startRuns starts a run of the bench workflow for each element of into
+// and sets it to the run's id.
+func startRuns(b *testing.B, eng realmv1.EngineServiceClient, into []string) {
+	b.Helper()
+	for i := range into {
 		resp, err := eng.StartRun(context.Background(), &realmv1.StartRunRequest{WorkflowId: "bench"})
 		if err != nil {
 			b.Fatal(err)
 		}
-		runs[i] = resp.GetReply().GetRunId()
+		into[i] = resp.GetReply().GetRunId()
 	}
-	return runs
 }
 
 // measure runs b.N calls spread over clients goroutines and reports
