@@ -23,6 +23,7 @@ import (
 	"github.com/realm-go/realm/pkg/gcpolicy"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/metrics"
+	"github.com/realm-go/realm/pkg/proccpu"
 )
 
 // benchSteps is how many steps tenSteps chains: a stepper moves to its
@@ -109,7 +110,7 @@ func benchRedisPing(b *testing.B) {
 	c := context.Background()
 	lat := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := proccpu.Used()
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
@@ -119,7 +120,7 @@ func benchRedisPing(b *testing.B) {
 		lat = append(lat, time.Since(t0))
 	}
 	b.StopTimer()
-	reportTimed(b, [][]time.Duration{lat}, processCPU()-cpu0, "calls/s")
+	reportTimed(b, [][]time.Duration{lat}, proccpu.Used()-cpu0, "calls/s")
 }
 
 // benchGRPCNoop is gRPC's own share of a transition through it: a health
@@ -148,7 +149,7 @@ func benchGRPCNoop(b *testing.B, workers int, ping bool) {
 	lat := make([][]time.Duration, workers)
 	b.ReportAllocs()
 	stopProfile := profileTimed(b)
-	cpu0 := processCPU()
+	cpu0 := proccpu.Used()
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -167,7 +168,7 @@ func benchGRPCNoop(b *testing.B, workers int, ping bool) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	cpu := processCPU() - cpu0
+	cpu := proccpu.Used() - cpu0
 	stopProfile()
 	reportTimed(b, lat, cpu, "calls/s")
 }
@@ -199,11 +200,11 @@ func driveTransitions(b *testing.B, e *env, workers int, core bool) []string {
 	e.counter.Reset()
 	b.ReportAllocs()
 	stopProfile := profileTimed(b)
-	cpu0 := processCPU()
+	cpu0 := proccpu.Used()
 	b.ResetTimer()
 	s.burst(b, b.N, lat)
 	b.StopTimer()
-	cpu := processCPU() - cpu0
+	cpu := proccpu.Used() - cpu0
 	stopProfile()
 	reportTimed(b, lat, cpu, "transitions/s")
 	b.ReportMetric(float64(e.counter.Count())/float64(b.N), "roundtrips/op")

@@ -22,6 +22,7 @@ import (
 	"github.com/realm-go/realm/mcp-svc/mcpserver"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
+	"github.com/realm-go/realm/pkg/proccpu"
 )
 
 // envEngineAddr names an engine-svc for BenchmarkMCPFrontDoor to call
@@ -127,21 +128,21 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 			startRuns(b, eng, runs[lo:hi])
 			startRuns(b, eng, grpcRuns[lo:hi])
 			noop := func() {
-				c0 := processCPU()
+				c0 := proccpu.Used()
 				noopTime += burst(b, clients, lo, hi, func(w, _ int) error {
 					res, err := noops[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{}})
 					return toolErr(res, err)
 				})
-				noopCPU += processCPU() - c0
+				noopCPU += proccpu.Used() - c0
 			}
 			door := func() {
-				c0 := processCPU()
+				c0 := proccpu.Used()
 				doorTime += burst(b, clients, lo, hi, func(w, i int) error {
 					res, err := doors[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_step",
 						Arguments: map[string]any{"run_id": runs[i], "command": "answer", "params": map[string]any{"ok": true}}})
 					return toolErr(res, err)
 				})
-				doorCPU += processCPU() - c0
+				doorCPU += proccpu.Used() - c0
 			}
 			// The no-op tool and the door take turns going first, so the
 			// work the run starts leave behind (a collection, say) falls
