@@ -331,7 +331,7 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 // that owes no finalizer takes no more transitions: it is read now and
 // then, packed and purged, each of which can load it. Kept, such runs
 // soon fill the cache (most runs end), and every garbage collection walks
-// them: a quarter of the CPU of a transition through gRPC went to that
+// them: a sixth of the CPU of a transition through gRPC went to that
 // (docs/benchmarks.md, "2026-12-07 (late afternoon)").
 func worthCaching(r *record.Run) bool {
 	if !r.Terminal() {
