@@ -315,14 +315,14 @@ func (e *Engine) commit(ctx context.Context, t *txn) error {
 	e.m.write("ok", time.Since(began))
 	e.m.committed(t)
 	e.logCommit(ctx, t, next.Version)
-	// The cache shares the transaction's run and maps rather than copies
-	// of them: after its commit a transaction is only read (the reply is
-	// built from it), and begin copies before any change.
-	*cached = decoded{snap: next, run: t.run, outputs: t.outputs, traces: t.traces, attempts: t.attempts, definition: next.Outputs[definitionField], committed: true}
 	if !worthCaching(t.run) {
 		e.runs.drop(t.run.ID)
 		return nil
 	}
+	// The cache shares the transaction's run and maps rather than copies
+	// of them: after its commit a transaction is only read (the reply is
+	// built from it), and begin copies before any change.
+	*cached = decoded{snap: next, run: t.run, outputs: t.outputs, traces: t.traces, attempts: t.attempts, definition: next.Outputs[definitionField], committed: true}
 	e.runs.put(t.run.ID, cached)
 	return nil
 }
