@@ -84,11 +84,14 @@ func New(o Options) *Server {
 	}
 	s.slog = slog.New(&lineHandler{w: s.log, prefix: s.prefix})
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "realm", Version: version}, &mcp.ServerOptions{Logger: s.slog})
+	// The SDK re-reads a registered schema on every call: each is encoded
+	// once, and only tools/list sees it whole (sdkworkaround).
+	listed := sdkworkaround.NewListedSchemas()
 	for _, t := range tools {
 		s.byName[t.name] = t
-		// Encoded once: the SDK re-reads the schema on every call.
-		s.mcp.AddTool(&mcp.Tool{Name: t.name, Description: t.desc, InputSchema: sdkworkaround.RawSchema(inputSchema(t.params))}, s.handler(t))
+		listed.AddTool(s.mcp, &mcp.Tool{Name: t.name, Description: t.desc}, sdkworkaround.RawSchema(inputSchema(t.params)), s.handler(t))
 	}
+	s.mcp.AddReceivingMiddleware(listed.Middleware())
 	return s
 }
 

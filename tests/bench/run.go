@@ -104,7 +104,7 @@ func summary(s Sample) string {
 		}
 	}
 	// The paired benchmarks' ratios (their allocations mix the sides).
-	for _, u := range []string{"core/bare", "grpc/bare", "embedded/redis", "mcp/noop", "free-door/noop"} {
+	for _, u := range []string{"core/bare", "grpc/bare", "embedded/redis", "mcp/noop", "bound/noop", "mcp/bound", "free-door/noop"} {
 		if v, ok := s[u]; ok {
 			parts = append(parts, fmt.Sprintf("%s %.2f", u, v))
 		}

@@ -83,6 +83,8 @@ func TestEvaluateGivesEachRowItsRangeAndVerdict(t *testing.T) {
 		{"MCP door ÷ go-sdk no-op tool, calls/s at 16 clients, engine-svc and its Redis on another CPU, as deployed (paired bursts)", "0.78 – 0.91", "≥ 0.80", "met in 2 of 3"},
 		{"MCP door execute_step, 16 clients, engine-svc and its Redis on another CPU (paired bursts)", "780 – 1,001/s", "—", "—"},
 		{"the same pair's CPU per call in its process, MCP door execute_step (engine apart)", "690 – 720 µs", "—", "—"},
+		{"the bound ÷ go-sdk no-op tool, engine apart: what any door that calls the engine over gRPC reaches on this SDK", "0.76 – 0.90", "—", "—"},
+		{"MCP door ÷ the bound, engine apart: what the door's own code leaves of it (1.00: nothing measurable)", "0.98 – 1.03", "—", "—"},
 		{"MCP door ÷ go-sdk no-op tool, calls/s at 16 clients, the engine and Redis on the same cores (paired bursts)", "0.60 – 0.85", "—", "—"},
 		{"MCP door's own allocations per call (its handler − the same gRPC call)", "40 – 120", "≤ 100", "met in 2 of 3"},
 		{"transitions/s through gRPC, 32 runs, 1,000,000 stored runs", "3,000 – 4,000/s", "—", "—"},

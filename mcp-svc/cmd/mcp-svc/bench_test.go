@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/realm-go/realm/engine-svc/enginetest"
+	"github.com/realm-go/realm/mcp-svc/internal/sdkworkaround"
 	"github.com/realm-go/realm/mcp-svc/mcpserver"
 	"github.com/realm-go/realm/pkg/client"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
@@ -83,6 +84,7 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 	realmSrv := httptest.NewServer(realm.HTTPHandler(mcpserver.HTTPOptions{Token: "bench"}))
 	b.Cleanup(realmSrv.Close)
 	authed := &http.Client{Transport: bearer{"bench", &http.Transport{MaxIdleConnsPerHost: 64}}}
+	boundSrv, boundRuns := boundTool(b, eng, realmSrv.URL, authed)
 
 	for _, clients := range []int{1, 16} {
 		b.Run(fmt.Sprintf("noop-tool/clients=%d", clients), func(b *testing.B) {
@@ -108,64 +110,78 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 	}
 
 	// The 0.8× target, measured in pairs: bursts of doorChunk calls of the
-	// no-op tool and of execute_step through the door take turns, 16 clients
-	// each, so a change in the machine's load falls on both alike. A third
-	// burst of the same execute_step straight over gRPC gives the ratio a
-	// door costing nothing would reach when the engine shares the cores
-	// (with the engine apart it is only the gRPC bursts' wait).
+	// no-op tool, of execute_step through the door and of the bound tool
+	// (boundTool: the same gRPC call with none of the door's code) take
+	// turns, 16 clients each, so a change in the machine's load falls on
+	// each alike. A fourth burst of the same execute_step straight over
+	// gRPC gives the ratio a door costing nothing would reach when the
+	// engine shares the cores (with the engine apart it is only the gRPC
+	// bursts' wait).
 	b.Run(paired+"/clients=16", func(b *testing.B) {
 		const clients = 16
 		// Each round's runs are started just before its bursts, as an
 		// assistant starts a run and then answers its step: the engine
 		// still holds them, rather than having let go of thousands made
 		// before the clock started.
-		runs, grpcRuns := make([]string, b.N), make([]string, b.N)
-		noops, doors := benchSessions(b, noopSrv.URL, nil, clients), benchSessions(b, realmSrv.URL, authed, clients)
-		var noopTime, doorTime, grpcTime, noopCPU, doorCPU time.Duration
+		runs, grpcRuns, forBound := make([]string, b.N), make([]string, b.N), make([]string, b.N)
+		noops, doors, bounds := benchSessions(b, noopSrv.URL, nil, clients), benchSessions(b, realmSrv.URL, authed, clients), benchSessions(b, boundSrv.URL, nil, clients)
+		var noopTime, doorTime, boundTime, grpcTime, noopCPU, doorCPU, boundCPU time.Duration
+		// kind is one burst of calls lo..hi-1, timed, with this
+		// process's CPU over it.
+		kind := func(took, cpu *time.Duration, call func(w, i int) error) func(lo, hi int) {
+			return func(lo, hi int) {
+				c0 := proccpu.Used()
+				*took += burst(b, clients, lo, hi, call)
+				*cpu += proccpu.Used() - c0
+			}
+		}
+		kinds := []func(lo, hi int){
+			kind(&noopTime, &noopCPU, func(w, _ int) error {
+				res, err := noops[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{}})
+				return toolErr(res, err)
+			}),
+			kind(&doorTime, &doorCPU, func(w, i int) error {
+				res, err := doors[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_step",
+					Arguments: map[string]any{"run_id": runs[i], "command": "answer", "params": map[string]any{"ok": true}}})
+				return toolErr(res, err)
+			}),
+			kind(&boundTime, &boundCPU, func(w, i int) error {
+				res, err := bounds[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_step",
+					Arguments: map[string]any{"run_id": forBound[i], "command": "answer", "params": map[string]any{"ok": true}}})
+				return toolErr(res, err)
+			}),
+		}
 		b.ResetTimer()
 		for lo := 0; lo < b.N; lo += doorChunk {
 			hi := min(lo+doorChunk, b.N)
 			startRuns(b, eng, runs[lo:hi])
 			startRuns(b, eng, grpcRuns[lo:hi])
-			noop := func() {
-				c0 := proccpu.Used()
-				noopTime += burst(b, clients, lo, hi, func(w, _ int) error {
-					res, err := noops[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{}})
-					return toolErr(res, err)
-				})
-				noopCPU += proccpu.Used() - c0
+			startRuns(b, eng, forBound[lo:hi])
+			for _, r := range forBound[lo:hi] {
+				boundRuns <- r
 			}
-			door := func() {
-				c0 := proccpu.Used()
-				doorTime += burst(b, clients, lo, hi, func(w, i int) error {
-					res, err := doors[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_step",
-						Arguments: map[string]any{"run_id": runs[i], "command": "answer", "params": map[string]any{"ok": true}}})
-					return toolErr(res, err)
-				})
-				doorCPU += proccpu.Used() - c0
-			}
-			// The no-op tool and the door take turns going first, so the
-			// work the run starts leave behind (a collection, say) falls
-			// on both alike.
-			if lo/doorChunk%2 == 0 {
-				noop()
-				door()
-			} else {
-				door()
-				noop()
+			// The kinds take turns going first, so the work the run
+			// starts leave behind (a collection, say) falls on each alike.
+			first := lo / doorChunk
+			for k := range kinds {
+				kinds[(first+k)%len(kinds)](lo, hi)
 			}
 			grpcTime += burst(b, clients, lo, hi, func(_, i int) error { return grpcStep(eng, grpcRuns[i]) })
 		}
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/noopTime.Seconds(), "noop-calls/s")
 		b.ReportMetric(float64(b.N)/doorTime.Seconds(), "mcp-calls/s")
+		b.ReportMetric(float64(b.N)/boundTime.Seconds(), "bound-calls/s")
 		if noopCPU > 0 {
 			// This process's CPU in each kind's bursts, per call: with
 			// the engine apart, what the door itself costs.
 			b.ReportMetric(float64(noopCPU.Microseconds())/float64(b.N), "noop-cpu-µs/call")
 			b.ReportMetric(float64(doorCPU.Microseconds())/float64(b.N), "mcp-cpu-µs/call")
+			b.ReportMetric(float64(boundCPU.Microseconds())/float64(b.N), "bound-cpu-µs/call")
 		}
 		b.ReportMetric(noopTime.Seconds()/doorTime.Seconds(), "mcp/noop")
+		b.ReportMetric(noopTime.Seconds()/boundTime.Seconds(), "bound/noop")
+		b.ReportMetric(boundTime.Seconds()/doorTime.Seconds(), "mcp/bound")
 		b.ReportMetric(noopTime.Seconds()/(noopTime+grpcTime).Seconds(), "free-door/noop")
 	})
 
@@ -229,6 +245,52 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 		b.ReportMetric((float64(doorBytes)-float64(grpcBytes))/n, "door-B/call")
 		b.ReportMetric(float64(grpcAllocs)/n, "grpc-allocs/call")
 	})
+}
+
+// boundTool serves a go-sdk tool registered as the door registers
+// execute_step (its input schema, through sdkworkaround.ListedSchemas, on
+// the same stateless JSON handler) whose handler makes the same gRPC call
+// on the next run sent to runs and answers with the text of a door reply
+// taken once: the calls cost what they cost through the door, less the
+// door's own code. It is the bound for any door that calls the engine over
+// gRPC on this SDK.
+func boundTool(b *testing.B, eng realmv1.EngineServiceClient, doorURL string, hc *http.Client) (*httptest.Server, chan string) {
+	b.Helper()
+	door := benchSessions(b, doorURL, hc, 1)[0]
+	list, err := door.ListTools(context.Background(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var schema any
+	for _, t := range list.Tools {
+		if t.Name == "execute_step" {
+			schema = t.InputSchema
+		}
+	}
+	spare := make([]string, 1)
+	startRuns(b, eng, spare)
+	res, err := door.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_step",
+		Arguments: map[string]any{"run_id": spare[0], "command": "answer", "params": map[string]any{"ok": true}}})
+	if err := toolErr(res, err); err != nil {
+		b.Fatal(err)
+	}
+	reply := res.Content[0].(*mcp.TextContent).Text
+
+	runs := make(chan string, 1<<16)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bound", Version: "0"}, nil)
+	listed := sdkworkaround.NewListedSchemas()
+	listed.AddTool(srv, &mcp.Tool{Name: "execute_step"}, sdkworkaround.RawSchema(schema),
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if err := grpcStep(eng, <-runs); err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: reply}}}, nil
+		})
+	srv.AddReceivingMiddleware(listed.Middleware())
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+	b.Cleanup(hs.Close)
+	return hs, runs
 }
 
 // burst makes calls lo..hi-1 over clients goroutines and returns the time

@@ -10,6 +10,10 @@
 // call (~100 allocations for execute_step's schema). Given as
 // json.RawMessage, the marshal is a copy. Upstream fix: compute the
 // bindings once in Server.AddTool (it already validates them there).
+//
+// ListedSchemas (listed.go): the same re-read still scans and decodes a
+// raw schema's every property; the SDK is given a schema holding only what
+// it reads there, and tools/list the whole one.
 package sdkworkaround
 
 import (
