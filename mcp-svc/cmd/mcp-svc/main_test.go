@@ -350,3 +350,43 @@ func (s *syncedBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// The collector's target is refused out of range before anything starts,
+// and the start says what was set and where it came from.
+func TestGCTargetIsCheckedAndTheStartSaysIt(t *testing.T) {
+	env := func(vars map[string]string) func(string) string {
+		return func(k string) string { return vars[k] }
+	}
+	err := run(testCtx(t), []string{"--dev", "--addr", "127.0.0.1:0", "--gc-percent", "5"}, env(nil), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--gc-percent: GC target 5: want 10 to 10000") {
+		t.Errorf("--gc-percent 5: %v", err)
+	}
+	for _, c := range []struct {
+		vars map[string]string
+		want string
+	}{
+		{nil, "mcp-svc: garbage collector: target 400 (from flag), soft memory limit "},
+		{map[string]string{"GOMEMLIMIT": "1GiB"}, "(from GOMEMLIMIT)"},
+	} {
+		ctx, cancel := context.WithCancel(testCtx(t))
+		var stderr strings.Builder
+		// The server stops as soon as it says it listens.
+		stdout := writerFunc(func(p []byte) (int, error) {
+			if strings.Contains(string(p), "listening") {
+				cancel()
+			}
+			return len(p), nil
+		})
+		if err := run(ctx, []string{"--dev", "--addr", "127.0.0.1:0"}, env(c.vars), stdout, &stderr); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("with %v the start says %q, want it to hold %q", c.vars, stderr.String(), c.want)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
