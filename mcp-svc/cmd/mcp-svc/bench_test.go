@@ -94,12 +94,16 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 	realm := mcpserver.New(mcpserver.Options{Engine: eng, EngineAddr: engineAddr, Caller: &realmv1.Caller{Channel: realmv1.Channel_CHANNEL_MCP_HTTP}, ErrorLog: io.Discard})
 	realmSrv := httptest.NewServer(realm.HTTPHandler(mcpserver.HTTPOptions{Token: "bench"}))
 	b.Cleanup(realmSrv.Close)
-	authed := &http.Client{Transport: bearer{"bench", &http.Transport{MaxIdleConnsPerHost: 64}}}
+	// Each kind keeps a connection per client: http.DefaultClient keeps
+	// two idle ones per host, and the other clients would connect anew.
+	keepConns := func() *http.Transport { return &http.Transport{MaxIdleConnsPerHost: 64} }
+	plain := &http.Client{Transport: keepConns()}
+	authed := &http.Client{Transport: bearer{"bench", keepConns()}}
 	boundSrv, boundRuns := boundTool(b, eng, realmSrv.URL, authed)
 
 	for _, clients := range []int{1, 16} {
 		b.Run(fmt.Sprintf("noop-tool/clients=%d", clients), func(b *testing.B) {
-			sessions := benchSessions(b, noopSrv.URL, nil, clients)
+			sessions := benchSessions(b, noopSrv.URL, plain, clients)
 			measure(b, clients, func(w, _ int) error {
 				res, err := sessions[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{}})
 				return toolErr(res, err)
@@ -135,7 +139,7 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 		// still holds them, rather than having let go of thousands made
 		// before the clock started.
 		runs, grpcRuns, forBound := make([]string, b.N), make([]string, b.N), make([]string, b.N)
-		noops, doors, bounds := benchSessions(b, noopSrv.URL, nil, clients), benchSessions(b, realmSrv.URL, authed, clients), benchSessions(b, boundSrv.URL, nil, clients)
+		noops, doors, bounds := benchSessions(b, noopSrv.URL, plain, clients), benchSessions(b, realmSrv.URL, authed, clients), benchSessions(b, boundSrv.URL, &http.Client{Transport: keepConns()}, clients)
 		var noopTime, doorTime, boundTime, grpcTime, noopCPU, doorCPU, boundCPU time.Duration
 		// kind is one burst of calls lo..hi-1, timed, with this
 		// process's CPU over it.

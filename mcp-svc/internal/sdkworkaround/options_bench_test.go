@@ -23,7 +23,8 @@ func typedNoop(context.Context, *mcp.CallToolRequest, noopIn) (*mcp.CallToolResu
 // BenchmarkStatelessOptions is one no-op tools/call over loopback HTTP
 // under each way of running go-sdk's streamable handler the door could
 // choose, and with each form of an input schema the size of the door's.
-// The door uses "stateless-json/one-server" with raw schemas.
+// The door uses "stateless-json/one-server" with raw schemas, listed
+// (ListedSchemas).
 func BenchmarkStatelessOptions(b *testing.B) {
 	object := map[string]any{"type": "object"}
 	door := doorSchema(b)
@@ -59,6 +60,7 @@ func BenchmarkStatelessOptions(b *testing.B) {
 		{"stateless-json/server-per-request-typed-schema-cache", perRequestTyped(mcp.NewSchemaCache()), mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}},
 		{"stateless-json/door-schema-map", oneServer(door), mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}},
 		{"stateless-json/door-schema-raw", oneServer(sdkworkaround.RawSchema(door)), mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}},
+		{"stateless-json/door-schema-listed", listedServer(sdkworkaround.RawSchema(door)), mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}},
 	}
 	for _, r := range rows {
 		b.Run(r.name, func(b *testing.B) {
@@ -76,4 +78,14 @@ func BenchmarkStatelessOptions(b *testing.B) {
 			}
 		})
 	}
+}
+
+// listedServer is one server with the no-op tool added through
+// ListedSchemas, as the door adds its tools.
+func listedServer(schema []byte) func(*http.Request) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "noop", Version: "0"}, nil)
+	l := sdkworkaround.NewListedSchemas()
+	l.AddTool(s, &mcp.Tool{Name: "noop"}, schema, noop)
+	s.AddReceivingMiddleware(l.Middleware())
+	return func(*http.Request) *mcp.Server { return s }
 }
