@@ -8,18 +8,20 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// ListedSchemas: go-sdk v1.8.0 re-reads a tool's whole input schema on
-// every tools/call over streamable HTTP whose client speaks protocol
-// 2026-07-28 or later, looking for x-mcp-header annotations
-// (validateMcpHeaders → extractParamHeaderAnnotations → remarshal). Even as
-// json.RawMessage (RawSchema) that is a compaction pass, a depth scan and
-// a decode of every property: for execute_step's schema about 20 µs of
-// CPU per call more than for {"type":"object"} (docs/benchmarks.md). The
-// door's schemas hold no such annotation, so the SDK finds nothing in
-// them. ListedSchemas registers each tool with a schema that holds only
-// what the SDK reads there (here: nothing), and its middleware puts the
-// full schema back into every tools/list reply. Upstream fix: compute
-// the bindings once in Server.AddTool (it already validates them there).
+// ListedSchemas registers tools so that go-sdk reads a small schema on
+// every call and tools/list shows the full one. Why: go-sdk v1.8.0
+// re-reads a tool's whole input schema on every tools/call over
+// streamable HTTP whose client speaks protocol 2026-07-28 or later,
+// looking for x-mcp-header annotations (validateMcpHeaders →
+// extractParamHeaderAnnotations → remarshal). Even as json.RawMessage
+// (RawSchema) that is a compaction pass, a depth scan and a decode of
+// every property: for execute_step's schema about 20 µs of CPU and 30
+// allocations per call more than for {"type":"object"}
+// (docs/benchmarks.md). The door's schemas hold no such annotation, so
+// each tool is registered with a schema holding only what the SDK reads
+// there (nothing), and the middleware puts the full schema back into
+// every tools/list reply. Upstream fix: compute the bindings once in
+// Server.AddTool (it already validates them there).
 type ListedSchemas struct {
 	full map[string]json.RawMessage
 }
