@@ -40,15 +40,7 @@ func listed(t *testing.T, tools map[string]json.RawMessage) (*httptest.Server, *
 		l.AddTool(srv, &mcp.Tool{Name: name, Description: "d"}, schema, noop)
 	}
 	srv.AddReceivingMiddleware(l.Middleware())
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, doorOptions))
-	t.Cleanup(hs.Close)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: hs.URL, DisableStandaloneSSE: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return hs, cs
+	return serveStateless(t, srv, doorOptions)
 }
 
 func TestListedSchemasListEachToolWithItsFullSchema(t *testing.T) {

@@ -47,6 +47,13 @@ func noop(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 // and connects the go-sdk client to it.
 func statelessSession(t testing.TB, srv *mcp.Server, o *mcp.StreamableHTTPOptions) *mcp.ClientSession {
 	t.Helper()
+	_, cs := serveStateless(t, srv, o)
+	return cs
+}
+
+// serveStateless is statelessSession that also returns the server.
+func serveStateless(t testing.TB, srv *mcp.Server, o *mcp.StreamableHTTPOptions) (*httptest.Server, *mcp.ClientSession) {
+	t.Helper()
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, o))
 	t.Cleanup(hs.Close)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(context.Background(),
@@ -55,7 +62,7 @@ func statelessSession(t testing.TB, srv *mcp.Server, o *mcp.StreamableHTTPOption
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	return cs
+	return hs, cs
 }
 
 func call(t testing.TB, cs *mcp.ClientSession, tool string) {
