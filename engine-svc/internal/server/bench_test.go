@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/realm-go/realm/pkg/gcpolicy"
+	"github.com/realm-go/realm/pkg/gcpolicy/gcpolicytest"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/metrics"
 	"github.com/realm-go/realm/pkg/proccpu"
@@ -87,15 +87,7 @@ func BenchmarkTransitions(b *testing.B) {
 // sets it (gcpolicy.Apply: GOGC in the environment wins), without its
 // memory limit. The loop that drives the engine, and the bare script's
 // client, share the process and so the setting.
-func engineGC(b *testing.B) {
-	old := debug.SetGCPercent(-1)
-	debug.SetGCPercent(old)
-	// A cgroup root with no limit in it: the benchmark sets none.
-	if _, err := gcpolicy.Apply(gcpolicy.DefaultPercent, os.Getenv, b.TempDir()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { debug.SetGCPercent(old) })
-}
+func engineGC(b *testing.B) { gcpolicytest.Target(b, gcpolicy.DefaultPercent) }
 
 // onOneP runs f with GOMAXPROCS 1.
 func onOneP(b *testing.B, f func()) {

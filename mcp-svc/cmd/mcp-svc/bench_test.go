@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -24,6 +23,7 @@ import (
 	"github.com/realm-go/realm/mcp-svc/mcpserver"
 	"github.com/realm-go/realm/pkg/client"
 	"github.com/realm-go/realm/pkg/gcpolicy"
+	"github.com/realm-go/realm/pkg/gcpolicy/gcpolicytest"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/proccpu"
 )
@@ -55,15 +55,9 @@ steps:
 // are deployed, so the door and the no-op tool share a core with nothing
 // else.
 func BenchmarkMCPFrontDoor(b *testing.B) {
-	// mcp-svc's GC target, as it sets it (GOGC in the environment wins),
-	// without a memory limit (a cgroup root with none in it). The no-op
-	// tool and the bound share the process and so the setting.
-	old := debug.SetGCPercent(-1)
-	debug.SetGCPercent(old)
-	if _, err := gcpolicy.Apply(gcpolicy.DefaultPercent, os.Getenv, b.TempDir()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { debug.SetGCPercent(old) })
+	// mcp-svc's GC target; the no-op tool and the bound share the process
+	// and so the setting.
+	gcpolicytest.Target(b, gcpolicy.DefaultPercent)
 	engineAddr, paired := os.Getenv(envEngineAddr), "paired"
 	if engineAddr != "" {
 		paired = "paired_engine_apart"
@@ -281,6 +275,9 @@ func boundTool(b *testing.B, eng realmv1.EngineServiceClient, doorURL string, hc
 		if t.Name == "execute_step" {
 			schema = t.InputSchema
 		}
+	}
+	if schema == nil {
+		b.Fatal("the door lists no execute_step")
 	}
 	spare := make([]string, 1)
 	startRuns(b, eng, spare)

@@ -18,13 +18,7 @@ import (
 // every call. When this fails, it reads what it needs once: register the
 // full schemas again (mcpserver.New) and drop ListedSchemas.
 func TestSDKStillRereadsARawSchemaOnEveryCall(t *testing.T) {
-	schema := sdkworkaround.RawSchema(doorSchema(t))
-	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "0"}, nil)
-	srv.AddTool(&mcp.Tool{Name: "full", InputSchema: schema}, noop)
-	srv.AddTool(&mcp.Tool{Name: "object", InputSchema: json.RawMessage(`{"type":"object"}`)}, noop)
-	cs := statelessSession(t, srv, doorOptions)
-	full := testing.AllocsPerRun(200, func() { call(t, cs, "full") })
-	object := testing.AllocsPerRun(200, func() { call(t, cs, "object") })
+	full, object := allocsPerCall(t, sdkworkaround.RawSchema(doorSchema(t)), json.RawMessage(`{"type":"object"}`))
 	t.Logf("allocations per call: execute_step's schema %.0f, {\"type\":\"object\"} %.0f", full, object)
 	if full-object < 15 {
 		t.Errorf("execute_step's raw schema costs %.0f allocations per call more than {\"type\":\"object\"} (30 with go-sdk v1.8.0): the SDK no longer re-reads it; drop sdkworkaround.ListedSchemas", full-object)
