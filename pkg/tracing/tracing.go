@@ -31,6 +31,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 )
 
 // The standard OpenTelemetry environment variables Setup reads itself; the
@@ -113,21 +115,103 @@ func Setup(ctx context.Context, serviceName string) (shutdown func(context.Conte
 
 // ServerHandler is the gRPC server option that starts a span per call,
 // as a child of the caller's span when the call carries one. Health
-// checks are left out.
+// checks are left out. Built while the provider records nothing (see
+// Handler), it only takes the caller's trace context from the call's
+// metadata.
 func ServerHandler() grpc.ServerOption {
+	if recordsNothing() {
+		return grpc.StatsHandler(propagateOnly{server: true})
+	}
 	return grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck()))))
 }
 
 // ClientHandler is the gRPC dial option that starts a span per outgoing
-// call and sends its context in the call's metadata.
+// call and sends its context in the call's metadata. Built while the
+// provider records nothing (see Handler), it only sends the context.
 func ClientHandler() grpc.DialOption {
+	if recordsNothing() {
+		return grpc.WithStatsHandler(propagateOnly{})
+	}
 	return grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck()))))
 }
 
 // Handler wraps h so each request gets a server span named operation, as a
 // child of the request's traceparent when it has one.
+//
+// Handler, ServerHandler and ClientHandler look at the global tracer
+// provider when they are built, so a service builds them after Setup.
+// While it is the no-op provider Setup installs without an exporter, a
+// span would record nothing and the instrumentation's work (attributes,
+// metrics on a no-op meter, wrapped bodies) would be spent for nothing:
+// they then only carry the trace context from hop to hop, which costs the
+// MCP door a fraction of a full handler (docs/benchmarks.md).
 func Handler(operation string, h http.Handler) http.Handler {
+	if recordsNothing() {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header)); ctx != r.Context() {
+				r = r.WithContext(ctx)
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
 	return otelhttp.NewHandler(h, operation)
+}
+
+// recordsNothing reports whether the global tracer provider is the no-op
+// one: spans started now are never recorded or exported.
+func recordsNothing() bool {
+	_, ok := otel.GetTracerProvider().(noop.TracerProvider)
+	return ok
+}
+
+// propagateOnly is a gRPC stats handler that carries the trace context
+// and baggage across a call and does nothing else: on a client it writes
+// them into the call's outgoing metadata, on a server it reads them from
+// the incoming metadata into the call's context.
+type propagateOnly struct{ server bool }
+
+func (p propagateOnly) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	if p.server {
+		md, ok := metadata.FromIncomingContext(ctx)
+		if !ok {
+			return ctx
+		}
+		return otel.GetTextMapPropagator().Extract(ctx, metadataCarrier(md))
+	}
+	if !trace.SpanContextFromContext(ctx).IsValid() && baggage.FromContext(ctx).Len() == 0 {
+		return ctx // nothing to send
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	otel.GetTextMapPropagator().Inject(ctx, metadataCarrier(md))
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+func (propagateOnly) HandleRPC(context.Context, stats.RPCStats) {}
+
+func (propagateOnly) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (propagateOnly) HandleConn(context.Context, stats.ConnStats) {}
+
+// metadataCarrier lets a propagator read and write gRPC metadata, whose
+// keys are lower case.
+type metadataCarrier metadata.MD
+
+func (c metadataCarrier) Get(key string) string {
+	if v := metadata.MD(c).Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c metadataCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+
+func (c metadataCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // Transport wraps base (http.DefaultTransport when nil) so each outgoing

@@ -21,6 +21,9 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/realm-go/realm/pkg/tracing"
@@ -366,5 +369,75 @@ func TestStopHandsAFailedShutdownToWarn(t *testing.T) {
 	tracing.Stop(func(context.Context) error { return nil }, func(err error) { got = err })
 	if got != nil {
 		t.Errorf("a clean shutdown warned %v", got)
+	}
+}
+
+// Without an exporter the handlers only carry the trace context, and it
+// still crosses an HTTP hop and then a gRPC hop into the next service's
+// handler, baggage included; a request without one starts none.
+func TestWithoutAnExporterTheTraceStillCrossesHTTPAndGRPC(t *testing.T) {
+	restoreGlobals(t)
+	clearEnv(t)
+	shutdown, err := tracing.Setup(context.Background(), "realm-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = shutdown(context.Background()) }()
+
+	type hop struct {
+		sc     trace.SpanContext
+		tenant string
+	}
+	seen := make(chan hop, 1)
+	gs := grpc.NewServer(tracing.ServerHandler(), grpc.UnaryInterceptor(
+		func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			seen <- hop{trace.SpanContextFromContext(ctx), baggage.FromContext(ctx).Member("tenant").Value()}
+			return h(ctx, req)
+		}))
+	healthpb.RegisterHealthServer(gs, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	defer gs.Stop()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), tracing.ClientHandler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	srv := httptest.NewServer(tracing.Handler("mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := hc.Check(r.Context(), &healthpb.HealthCheckRequest{}); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		}
+	})))
+	defer srv.Close()
+
+	call := func(header map[string]string) hop {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return <-seen
+	}
+	got := call(map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "baggage": "tenant=acme"})
+	if got.sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || got.sc.SpanID().String() != "00f067aa0ba902b7" || !got.sc.IsRemote() {
+		t.Errorf("the gRPC handler's span context is %v, want the caller's trace and span, remote", got.sc)
+	}
+	if got.tenant != "acme" {
+		t.Errorf("baggage tenant %q at the gRPC handler, want acme", got.tenant)
+	}
+	if got := call(nil); got.sc.IsValid() || got.tenant != "" {
+		t.Errorf("a request without trace context reached the gRPC handler with %v, tenant %q", got.sc, got.tenant)
 	}
 }

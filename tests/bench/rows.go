@@ -153,6 +153,7 @@ func Rows(r Results) []Row {
 		alongside("the same pair's CPU per call in its process, MCP door execute_step (engine apart)", micros, metric(mcpApart, "mcp-cpu-µs/call")),
 		alongside("a go-sdk tool that only makes the door's gRPC call and answers its reply's bytes (the bound: none of the door's code), 16 clients, engine apart (paired bursts)", perSec, metric(mcpApart, "bound-calls/s")),
 		alongside("the same pair's CPU per call in its process, the bound tool (engine apart)", micros, metric(mcpApart, "bound-cpu-µs/call")),
+		alongside("the same pair's CPU per call in its process, the door's gRPC call alone, 16 callers (engine apart): what calling the engine adds to any door", micros, metric(mcpApart, "grpc-cpu-µs/call")),
 		alongside("the bound ÷ go-sdk no-op tool, engine apart: what any door that calls the engine over gRPC reaches on this SDK", ratio, metric(mcpApart, "bound/noop")),
 		alongside("MCP door ÷ the bound, engine apart: what the door's own code leaves of it (1.00: nothing measurable)", ratio, metric(mcpApart, "mcp/bound")),
 		alongside("MCP door ÷ go-sdk no-op tool, calls/s at 16 clients, the engine and Redis on the same cores (paired bursts)", ratio, metric(mcpPaired, "mcp/noop")),

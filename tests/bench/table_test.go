@@ -83,6 +83,7 @@ func TestEvaluateGivesEachRowItsRangeAndVerdict(t *testing.T) {
 		{"MCP door ÷ go-sdk no-op tool, calls/s at 16 clients, engine-svc and its Redis on another CPU, as deployed (paired bursts)", "0.78 – 0.91", "≥ 0.80", "met in 2 of 3"},
 		{"MCP door execute_step, 16 clients, engine-svc and its Redis on another CPU (paired bursts)", "780 – 1,001/s", "—", "—"},
 		{"the same pair's CPU per call in its process, MCP door execute_step (engine apart)", "690 – 720 µs", "—", "—"},
+		{"the same pair's CPU per call in its process, the door's gRPC call alone, 16 callers (engine apart): what calling the engine adds to any door", "90 – 95 µs", "—", "—"},
 		{"the bound ÷ go-sdk no-op tool, engine apart: what any door that calls the engine over gRPC reaches on this SDK", "0.76 – 0.90", "—", "—"},
 		{"MCP door ÷ the bound, engine apart: what the door's own code leaves of it (1.00: nothing measurable)", "0.98 – 1.03", "—", "—"},
 		{"MCP door ÷ go-sdk no-op tool, calls/s at 16 clients, the engine and Redis on the same cores (paired bursts)", "0.60 – 0.85", "—", "—"},

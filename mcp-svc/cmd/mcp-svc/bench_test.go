@@ -21,11 +21,11 @@ import (
 	"github.com/realm-go/realm/engine-svc/enginetest"
 	"github.com/realm-go/realm/mcp-svc/internal/sdkworkaround"
 	"github.com/realm-go/realm/mcp-svc/mcpserver"
-	"github.com/realm-go/realm/pkg/client"
 	"github.com/realm-go/realm/pkg/gcpolicy"
 	"github.com/realm-go/realm/pkg/gcpolicy/gcpolicytest"
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/proccpu"
+	"github.com/realm-go/realm/pkg/tracing"
 )
 
 // envEngineAddr names an engine-svc for BenchmarkMCPFrontDoor to call
@@ -64,11 +64,21 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 	} else {
 		engineAddr = enginetest.Start(b, "redis")
 	}
-	eng, conn, err := client.DialEngine(context.Background(), engineAddr)
+	// The door as deployed: tracing set up as main sets it up (the
+	// environment decides whether spans are exported), and its engine
+	// connection and /mcp handler are main's, metrics and spans included.
+	shutdownTracing, err := tracing.Setup(context.Background(), "mcp-svc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tracing.Stop(shutdownTracing, func(err error) { b.Error(err) }) })
+	reg := prometheus.NewRegistry()
+	conn, err := engineConn(engineAddr, reg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { conn.Close() })
+	eng := realmv1.NewEngineServiceClient(conn)
 	if resp, err := eng.RegisterWorkflow(context.Background(), &realmv1.RegisterWorkflowRequest{
 		Source: &realmv1.WorkflowSource{Yaml: []byte(benchWorkflow), Path: "bench.yaml"},
 	}); err != nil || !resp.GetRegistered() {
@@ -85,8 +95,8 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
 	b.Cleanup(noopSrv.Close)
 
-	realm := mcpserver.New(mcpserver.Options{Engine: eng, EngineAddr: engineAddr, Caller: &realmv1.Caller{Channel: realmv1.Channel_CHANNEL_MCP_HTTP}, ErrorLog: io.Discard})
-	realmSrv := httptest.NewServer(realm.HTTPHandler(mcpserver.HTTPOptions{Token: "bench"}))
+	realm := mcpserver.New(mcpserver.Options{Engine: eng, EngineAddr: engineAddr, Caller: &realmv1.Caller{Channel: realmv1.Channel_CHANNEL_MCP_HTTP}, ErrorLog: io.Discard, Metrics: reg})
+	realmSrv := httptest.NewServer(doorHandler(realm, reg, mcpserver.HTTPOptions{Token: "bench"}))
 	b.Cleanup(realmSrv.Close)
 	// Each kind keeps a connection per client: http.DefaultClient keeps
 	// two idle ones per host, and the other clients would connect anew.
@@ -134,7 +144,7 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 		// before the clock started.
 		runs, grpcRuns, forBound := make([]string, b.N), make([]string, b.N), make([]string, b.N)
 		noops, doors, bounds := benchSessions(b, noopSrv.URL, plain, clients), benchSessions(b, realmSrv.URL, authed, clients), benchSessions(b, boundSrv.URL, &http.Client{Transport: keepConns()}, clients)
-		var noopTime, doorTime, boundTime, grpcTime, noopCPU, doorCPU, boundCPU time.Duration
+		var noopTime, doorTime, boundTime, grpcTime, noopCPU, doorCPU, boundCPU, grpcCPU time.Duration
 		// kind is one burst of calls lo..hi-1, timed, with this
 		// process's CPU over it.
 		kind := func(took, cpu *time.Duration, call func(w, i int) error) func(lo, hi int) {
@@ -175,7 +185,7 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 			for k := range kinds {
 				kinds[(first+k)%len(kinds)](lo, hi)
 			}
-			grpcTime += burst(b, clients, lo, hi, func(_, i int) error { return grpcStep(eng, grpcRuns[i]) })
+			kind(&grpcTime, &grpcCPU, func(_, i int) error { return grpcStep(eng, grpcRuns[i]) })(lo, hi)
 		}
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/noopTime.Seconds(), "noop-calls/s")
@@ -187,6 +197,9 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 			b.ReportMetric(float64(noopCPU.Microseconds())/float64(b.N), "noop-cpu-µs/call")
 			b.ReportMetric(float64(doorCPU.Microseconds())/float64(b.N), "mcp-cpu-µs/call")
 			b.ReportMetric(float64(boundCPU.Microseconds())/float64(b.N), "bound-cpu-µs/call")
+			// The gRPC call alone, its client's side: what calling the
+			// engine adds to any door's CPU.
+			b.ReportMetric(float64(grpcCPU.Microseconds())/float64(b.N), "grpc-cpu-µs/call")
 		}
 		b.ReportMetric(noopTime.Seconds()/doorTime.Seconds(), "mcp/noop")
 		b.ReportMetric(noopTime.Seconds()/boundTime.Seconds(), "bound/noop")
@@ -332,8 +345,12 @@ func burst(b *testing.B, clients, lo, hi int, do func(worker, i int) error) time
 }
 
 // doorChunk is how many calls of each kind door-own and paired make in
-// turn.
-const doorChunk = 50
+// turn. Each burst of the pair starts its 16 clients together, so their
+// first calls reach the engine together and the process waits on them, and
+// its last calls are waited on as they drain. At 50 calls (3 a client) that
+// start and end took a tenth of a door burst; at 400 the burst is mostly
+// the steady state a door serving 16 assistants sees.
+const doorChunk = 400
 
 // benchParams is execute_step's answer on the gRPC rows, encoded once as
 // the door sends it (params_json): the rows measure the call, not

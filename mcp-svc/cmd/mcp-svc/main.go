@@ -25,6 +25,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
 	"github.com/realm-go/realm/mcp-svc/mcpserver"
 	"github.com/realm-go/realm/pkg/client"
 	"github.com/realm-go/realm/pkg/gcpolicy"
@@ -106,7 +109,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// says it cannot reach it. "host:port,host:port" spreads calls over
 	// engine replicas (round-robin).
 	reg := metrics.NewRegistry()
-	conn, err := client.NewConn(*engineAddr, append(metrics.GRPCClient(reg), tracing.ClientHandler(), transport)...)
+	conn, err := engineConn(*engineAddr, reg, transport)
 	if err != nil {
 		return fmt.Errorf("Error: cannot reach engine-svc at %s: %w", *engineAddr, err)
 	}
@@ -128,7 +131,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", metrics.HTTP(reg, "mcp", tracing.Handler("mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Token: token, AllowedOrigins: allowed}))))
+	mux.Handle("/mcp", doorHandler(srv, reg, mcpserver.HTTPOptions{Token: token, AllowedOrigins: allowed}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
@@ -166,6 +169,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout, mcpserver.AuthLine)
 	}
 	return mcpserver.Serve(ctx, lis, mux, 10*time.Second)
+}
+
+// engineConn is the door's connection to engine-svc: gRPC client metrics
+// into reg and a span per call (the caller's trace context travels even
+// when tracing is off). The benchmark dials through it too, so it measures
+// the door as deployed.
+func engineConn(addr string, reg prometheus.Registerer, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	return client.NewConn(addr, append(append(metrics.GRPCClient(reg), tracing.ClientHandler()), opts...)...)
+}
+
+// doorHandler is what serves /mcp: the door's handler with request metrics
+// into reg and a server span per request.
+func doorHandler(srv *mcpserver.Server, reg prometheus.Registerer, o mcpserver.HTTPOptions) http.Handler {
+	return metrics.HTTP(reg, "mcp", tracing.Handler("mcp", srv.HTTPHandler(o)))
 }
 
 // gcLimit is a soft memory limit as the start-up line shows it.
