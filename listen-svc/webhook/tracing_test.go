@@ -53,7 +53,7 @@ func TestADriveContinuesTheWebhookTrace(t *testing.T) {
 	}
 	go func() { _ = gs.Serve(lis) }()
 	defer gs.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), tracing.ClientHandler())
+	conn, err := grpc.NewClient(lis.Addr().String(), append(tracing.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -190,7 +190,7 @@ func Serve(ctx context.Context, opts Options, handlers ...Registration) error {
 	}
 	// Each call continues the engine's trace (a no-op until tracing.Setup
 	// configures an exporter).
-	serverOpts := append([]grpc.ServerOption{tracing.ServerHandler()}, opts.ServerOptions...)
+	serverOpts := append(tracing.ServerOptions(), opts.ServerOptions...)
 	dialOpts := opts.DialOptions
 	if opts.TLS.Configured() {
 		creds, err := opts.TLS.ServerCredentials()

@@ -32,7 +32,6 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/stats"
 )
 
 // The standard OpenTelemetry environment variables Setup reads itself; the
@@ -113,38 +112,40 @@ func Setup(ctx context.Context, serviceName string) (shutdown func(context.Conte
 	return tp.Shutdown, nil
 }
 
-// ServerHandler is the gRPC server option that starts a span per call,
+// ServerOptions are the gRPC server options that start a span per call,
 // as a child of the caller's span when the call carries one. Health
 // checks are left out. Built while the provider records nothing (see
-// Handler), it only takes the caller's trace context from the call's
+// Handler), they only take the caller's trace context from the call's
 // metadata.
-func ServerHandler() grpc.ServerOption {
+func ServerOptions() []grpc.ServerOption {
 	if recordsNothing() {
-		return grpc.StatsHandler(propagateOnly{server: true})
+		x := extractor{fields: otel.GetTextMapPropagator().Fields()}
+		return []grpc.ServerOption{grpc.ChainUnaryInterceptor(x.unary), grpc.ChainStreamInterceptor(x.stream)}
 	}
-	return grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck()))))
+	return []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck()))))}
 }
 
-// ClientHandler is the gRPC dial option that starts a span per outgoing
-// call and sends its context in the call's metadata. Built while the
-// provider records nothing (see Handler), it only sends the context.
-func ClientHandler() grpc.DialOption {
+// DialOptions are the gRPC dial options that start a span per outgoing
+// call and send its context in the call's metadata. Built while the
+// provider records nothing (see Handler), they only send the context.
+func DialOptions() []grpc.DialOption {
 	if recordsNothing() {
-		return grpc.WithStatsHandler(propagateOnly{})
+		return []grpc.DialOption{grpc.WithChainUnaryInterceptor(injectUnary), grpc.WithChainStreamInterceptor(injectStream)}
 	}
-	return grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck()))))
+	return []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck()))))}
 }
 
 // Handler wraps h so each request gets a server span named operation, as a
 // child of the request's traceparent when it has one.
 //
-// Handler, ServerHandler and ClientHandler look at the global tracer
+// Handler, ServerOptions and DialOptions look at the global tracer
 // provider when they are built, so a service builds them after Setup.
 // While it is the no-op provider Setup installs without an exporter, a
 // span would record nothing and the instrumentation's work (attributes,
 // metrics on a no-op meter, wrapped bodies) would be spent for nothing:
-// they then only carry the trace context from hop to hop, which costs the
-// MCP door a fraction of a full handler (docs/benchmarks.md).
+// they then only carry the trace context from hop to hop, with interceptors
+// rather than a stats handler (gRPC allocates each call's events for a
+// stats handler): a fraction of the cost (docs/benchmarks.md).
 func Handler(operation string, h http.Handler) http.Handler {
 	if recordsNothing() {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -164,54 +165,67 @@ func recordsNothing() bool {
 	return ok
 }
 
-// propagateOnly is a gRPC stats handler that carries the trace context
-// and baggage across a call and does nothing else: on a client it writes
-// them into the call's outgoing metadata, on a server it reads them from
-// the incoming metadata into the call's context.
-type propagateOnly struct{ server bool }
+// extractor reads the trace context and baggage a call carries in its
+// metadata into the call's context. fields are the propagator's keys: a
+// call that carries none of them costs nothing.
+type extractor struct{ fields []string }
 
-func (p propagateOnly) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
-	if p.server {
-		md, ok := metadata.FromIncomingContext(ctx)
-		if !ok {
-			return ctx
+func (x extractor) context(ctx context.Context) context.Context {
+	var carrier propagation.MapCarrier
+	for _, f := range x.fields {
+		if v := metadata.ValueFromIncomingContext(ctx, f); len(v) > 0 {
+			if carrier == nil {
+				carrier = propagation.MapCarrier{}
+			}
+			carrier[f] = v[0]
 		}
-		return otel.GetTextMapPropagator().Extract(ctx, metadataCarrier(md))
 	}
+	if carrier == nil {
+		return ctx
+	}
+	return otel.GetTextMapPropagator().Extract(ctx, carrier)
+}
+
+func (x extractor) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	return h(x.context(ctx), req)
+}
+
+func (x extractor) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if ctx := x.context(ss.Context()); ctx != ss.Context() {
+		ss = contextStream{ss, ctx}
+	}
+	return h(srv, ss)
+}
+
+// contextStream is a server stream with another context.
+type contextStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s contextStream) Context() context.Context { return s.ctx }
+
+// inject returns ctx with its trace context and baggage added to the
+// outgoing metadata, or ctx itself when it has neither.
+func inject(ctx context.Context) context.Context {
 	if !trace.SpanContextFromContext(ctx).IsValid() && baggage.FromContext(ctx).Len() == 0 {
-		return ctx // nothing to send
+		return ctx
 	}
-	md, _ := metadata.FromOutgoingContext(ctx)
-	md = md.Copy()
-	otel.GetTextMapPropagator().Inject(ctx, metadataCarrier(md))
-	return metadata.NewOutgoingContext(ctx, md)
+	carrier := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, carrier)
+	kv := make([]string, 0, 2*len(carrier))
+	for k, v := range carrier {
+		kv = append(kv, k, v)
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
 }
 
-func (propagateOnly) HandleRPC(context.Context, stats.RPCStats) {}
-
-func (propagateOnly) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-
-func (propagateOnly) HandleConn(context.Context, stats.ConnStats) {}
-
-// metadataCarrier lets a propagator read and write gRPC metadata, whose
-// keys are lower case.
-type metadataCarrier metadata.MD
-
-func (c metadataCarrier) Get(key string) string {
-	if v := metadata.MD(c).Get(key); len(v) > 0 {
-		return v[0]
-	}
-	return ""
+func injectUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoke(inject(ctx), method, req, reply, cc, opts...)
 }
 
-func (c metadataCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
-
-func (c metadataCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	return keys
+func injectStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, stream grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return stream(inject(ctx), desc, cc, method, opts...)
 }
 
 // Transport wraps base (http.DefaultTransport when nil) so each outgoing

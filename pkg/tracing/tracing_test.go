@@ -388,12 +388,19 @@ func TestWithoutAnExporterTheTraceStillCrossesHTTPAndGRPC(t *testing.T) {
 		sc     trace.SpanContext
 		tenant string
 	}
-	seen := make(chan hop, 1)
-	gs := grpc.NewServer(tracing.ServerHandler(), grpc.UnaryInterceptor(
+	seen := make(chan hop, 2)
+	// The service's own interceptors come after the tracing options, as
+	// each main orders them.
+	gs := grpc.NewServer(append(tracing.ServerOptions(), grpc.ChainUnaryInterceptor(
 		func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			seen <- hop{trace.SpanContextFromContext(ctx), baggage.FromContext(ctx).Member("tenant").Value()}
 			return h(ctx, req)
-		}))
+		}), grpc.ChainStreamInterceptor(
+		func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			ctx := ss.Context()
+			seen <- hop{trace.SpanContextFromContext(ctx), baggage.FromContext(ctx).Member("tenant").Value()}
+			return h(srv, ss)
+		}))...)
 	healthpb.RegisterHealthServer(gs, health.NewServer())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -401,7 +408,7 @@ func TestWithoutAnExporterTheTraceStillCrossesHTTPAndGRPC(t *testing.T) {
 	}
 	go func() { _ = gs.Serve(lis) }()
 	defer gs.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), tracing.ClientHandler())
+	conn, err := grpc.NewClient(lis.Addr().String(), append(tracing.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,10 +417,23 @@ func TestWithoutAnExporterTheTraceStillCrossesHTTPAndGRPC(t *testing.T) {
 	srv := httptest.NewServer(tracing.Handler("mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := hc.Check(r.Context(), &healthpb.HealthCheckRequest{}); err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		// And a streaming call (Watch answers once at once).
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		watch, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err == nil {
+			_, err = watch.Recv()
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
 		}
 	})))
 	defer srv.Close()
 
+	// call returns what the unary call's handler saw, after checking the
+	// streaming call's saw the same.
 	call := func(header map[string]string) hop {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
@@ -428,7 +448,11 @@ func TestWithoutAnExporterTheTraceStillCrossesHTTPAndGRPC(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
-		return <-seen
+		unary, stream := <-seen, <-seen
+		if !stream.sc.Equal(unary.sc) || stream.tenant != unary.tenant {
+			t.Errorf("the streaming call's handler saw %+v, the unary call's %+v", stream, unary)
+		}
+		return unary
 	}
 	got := call(map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "baggage": "tenant=acme"})
 	if got.sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || got.sc.SpanID().String() != "00f067aa0ba902b7" || !got.sc.IsRemote() {

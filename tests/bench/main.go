@@ -163,7 +163,7 @@ func measure(ctx context.Context, cfg config, outPath string, quick bool) error 
 	}
 	for round := 1; round <= cfg.rounds && strings.Contains(cfg.parts, "rounds"); round++ {
 		jobs := []job{
-			{label: "engine transitions, 1 and 32 runs: engine, engine core, bare script, no-op gRPC call; at 1 run, a PING through gRPC and alone, the engine on one P", bin: bins["engine"], bench: "Transitions/^(engine|engine_core|bare_cas|grpc_noop|grpc_ping|redis_ping|engine_1p|engine_core_1p)$/", n: cfg.transitions},
+			{label: "engine transitions, 1 and 32 runs: engine, engine as engine-svc serves it, engine core, bare script, no-op gRPC call; at 1 run, a PING through gRPC and alone, the engine on one P", bin: bins["engine"], bench: "Transitions/^(engine|engine_metrics|engine_core|bare_cas|grpc_noop|grpc_ping|redis_ping|engine_1p|engine_core_1p)$/", n: cfg.transitions},
 			{label: "the ratios, 32 runs, each side in bursts alternating with the other: bare script, engine core, engine through gRPC; the engine through gRPC on Redis and on the embedded store", bin: bins["engine"], bench: "Transitions/^(paired|paired_embedded)$/^runs=32$", n: cfg.transitions},
 			{label: "MCP door and go-sdk no-op tool, 16 clients (rows, and the paired ratio)", bin: bins["mcp"], bench: "MCPFrontDoor//^clients=16$", n: cfg.mcpCalls},
 			// door-own runs alone: run just after other rows its absolute

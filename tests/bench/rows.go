@@ -14,7 +14,10 @@ const (
 	grpc1  = "Transitions/engine/runs=1"
 	core32 = "Transitions/engine_core/runs=32"
 	grpc32 = "Transitions/engine/runs=32"
-	bare32 = "Transitions/bare_cas/runs=32"
+	// The same, served as engine-svc serves it: its metrics and its
+	// tracing handler on.
+	deployed32 = "Transitions/engine_metrics/runs=32"
+	bare32     = "Transitions/bare_cas/runs=32"
 	// noop1 and noop32 are a health check on the engine's server and
 	// connection: what gRPC itself costs per call, client and server.
 	noop1 = "Transitions/grpc_noop/runs=1"
@@ -142,6 +145,8 @@ func Rows(r Results) []Row {
 		alongside("CPU per no-op gRPC call, 32 callers (client and server): gRPC's own", micros, metric(noop32, "cpu-µs/op")),
 		atMost("allocations per transition, engine core, 32 runs", count, 80, allocs(core32)),
 		atMost("allocations per transition through gRPC, 32 runs (client included)", count, 200, allocs(grpc32)),
+		alongside("CPU per transition through gRPC, 32 runs, as engine-svc serves it (its metrics and tracing handler on)", micros, metric(deployed32, "cpu-µs/op")),
+		alongside("allocations per transition through gRPC, 32 runs, as engine-svc serves it (its metrics and tracing handler on)", count, allocs(deployed32)),
 		alongside("allocations of a no-op gRPC call (health check), 32 callers, client and server: gRPC's own", count, allocs(noop32)),
 		alongside("allocations through gRPC less the no-op call's: the engine's and its messages'", count, minus(allocs(grpc32), allocs(noop32))),
 		alongside("go-sdk no-op tool, 16 clients", perSec, calls(mcpNoop)),

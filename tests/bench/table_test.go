@@ -78,6 +78,8 @@ func TestEvaluateGivesEachRowItsRangeAndVerdict(t *testing.T) {
 		{"CPU per no-op gRPC call, 32 callers (client and server): gRPC's own", "46 µs", "—", "—"},
 		{"allocations per transition, engine core, 32 runs", "168 – 170", "≤ 80", "not met"},
 		{"allocations per transition through gRPC, 32 runs (client included)", "465 – 467", "≤ 200", "not met"},
+		{"CPU per transition through gRPC, 32 runs, as engine-svc serves it (its metrics and tracing handler on)", "372 – 380 µs", "—", "—"},
+		{"allocations per transition through gRPC, 32 runs, as engine-svc serves it (its metrics and tracing handler on)", "488 – 490", "—", "—"},
 		{"allocations of a no-op gRPC call (health check), 32 callers, client and server: gRPC's own", "135 – 136", "—", "—"},
 		{"allocations through gRPC less the no-op call's: the engine's and its messages'", "330 – 332", "—", "—"},
 		{"MCP door ÷ go-sdk no-op tool, calls/s at 16 clients, engine-svc and its Redis on another CPU, as deployed (paired bursts)", "0.78 – 0.91", "≥ 0.80", "met in 2 of 3"},

@@ -166,7 +166,7 @@ func run(log *slog.Logger) error {
 		log.Info("drive limit is this process's own: no --redis-url, so replicas do not share it", "max_drives", *maxDrives)
 	}
 
-	conn, err := client.NewConn(*engineAddr, append(metrics.GRPCClient(mreg), tracing.ClientHandler(), toEngine)...)
+	conn, err := client.NewConn(*engineAddr, append(append(metrics.GRPCClient(mreg), tracing.DialOptions()...), toEngine)...)
 	if err != nil {
 		return fmt.Errorf("engine-svc address %s: %w", *engineAddr, err)
 	}
@@ -205,7 +205,7 @@ func run(log *slog.Logger) error {
 		// Stop first: the listener ends with ctx, and run may return early.
 		defer func() { stop(); _ = msrv.Wait() }()
 	}
-	gs := grpc.NewServer(append(append(metrics.GRPCServer(mreg), tracing.ServerHandler()), serverOpts...)...)
+	gs := grpc.NewServer(append(append(metrics.GRPCServer(mreg), tracing.ServerOptions()...), serverOpts...)...)
 	realmv1.RegisterAgentServiceServer(gs, svc)
 	healthpb.RegisterHealthServer(gs, hs)
 	hs.SetServingStatus("realm.v1.AgentService", healthpb.HealthCheckResponse_SERVING)

@@ -217,7 +217,7 @@ func run(log *slog.Logger) error {
 		// The sweeper stops with ctx; many replicas may sweep at once.
 		go eng.RunSweeper(ctx, *sweep)
 	}
-	gs := grpc.NewServer(append(append(append(metrics.GRPCServer(mreg), tracing.ServerHandler()), server.GRPCOptions()...), serverOpts...)...)
+	gs := grpc.NewServer(append(append(append(metrics.GRPCServer(mreg), tracing.ServerOptions()...), server.GRPCOptions()...), serverOpts...)...)
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
 	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
 	healthpb.RegisterHealthServer(gs, hs)

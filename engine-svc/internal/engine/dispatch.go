@@ -823,7 +823,7 @@ func (p *connPool) get(r *registry.Runner) (*grpc.ClientConn, error) {
 	}
 	// The client handler carries the caller's trace to the runner (a no-op
 	// until tracing.Setup configures an exporter).
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), tracing.ClientHandler()}, p.opts...)
+	opts := append(append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, tracing.DialOptions()...), p.opts...)
 	if r.Owner != "" {
 		// Over mutual TLS the runner must present the certificate that
 		// registered it: its name, not the address it advertised (a pod

@@ -24,6 +24,7 @@ import (
 	realmv1 "github.com/realm-go/realm/pkg/gen/realm/v1"
 	"github.com/realm-go/realm/pkg/metrics"
 	"github.com/realm-go/realm/pkg/proccpu"
+	"github.com/realm-go/realm/pkg/tracing"
 )
 
 // benchSteps is how many steps tenSteps chains: a stepper moves to its
@@ -53,10 +54,11 @@ func BenchmarkTransitions(b *testing.B) {
 	engineGC(b)
 	for _, runs := range []int{1, 32} {
 		b.Run(fmt.Sprintf("engine/runs=%d", runs), func(b *testing.B) { benchEngine(b, runs, false) })
-		// The same with every instrument on (engine, gRPC, Redis hook), as
-		// engine-svc runs: the difference is what metrics cost.
+		// The same as engine-svc serves it: every instrument on (engine,
+		// gRPC, Redis hook) and its tracing handler, after tracing.Setup as
+		// its main calls it. The difference is what they cost.
 		b.Run(fmt.Sprintf("engine_metrics/runs=%d", runs), func(b *testing.B) {
-			benchEngine(b, runs, false, withMetrics(metrics.NewRegistry()))
+			benchEngine(b, runs, false, asDeployed(b))
 		})
 		b.Run(fmt.Sprintf("engine_core/runs=%d", runs), func(b *testing.B) { benchEngine(b, runs, true) })
 		// make run's default store: every commit fsynced to the journal
@@ -88,6 +90,22 @@ func BenchmarkTransitions(b *testing.B) {
 // memory limit. The loop that drives the engine, and the bare script's
 // client, share the process and so the setting.
 func engineGC(b *testing.B) { gcpolicytest.Target(b, gcpolicy.DefaultPercent) }
+
+// asDeployed serves the engine as engine-svc does: its metrics, and its
+// tracing handler built after tracing.Setup (the environment decides
+// whether spans are exported; on this machine they are not).
+func asDeployed(b *testing.B) setupOption {
+	shutdown, err := tracing.Setup(context.Background(), "engine-svc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tracing.Stop(shutdown, func(err error) { b.Error(err) }) })
+	metered := withMetrics(metrics.NewRegistry())
+	return func(c *setupConfig) {
+		metered(c)
+		c.server = append(c.server, tracing.ServerOptions()...)
+	}
+}
 
 // onOneP runs f with GOMAXPROCS 1.
 func onOneP(b *testing.B, f func()) {

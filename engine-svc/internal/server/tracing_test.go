@@ -81,7 +81,7 @@ func TestOneTraceFollowsACallThroughTheEngineToTheRunner(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	reg := registry.New(rc, "realm", nil, time.Millisecond)
 	eng := engine.New(engine.Options{Store: st, Registry: reg, Logger: slog.New(slog.DiscardHandler)})
-	gs := grpc.NewServer(tracing.ServerHandler())
+	gs := grpc.NewServer(tracing.ServerOptions()...)
 	realmv1.RegisterEngineServiceServer(gs, server.New(eng))
 	realmv1.RegisterRegistryServiceServer(gs, server.NewRegistry(reg, eng.CheckUsesResources))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -117,7 +117,7 @@ func TestOneTraceFollowsACallThroughTheEngineToTheRunner(t *testing.T) {
 	}
 
 	// The caller: a client connection with the tracing client handler.
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), tracing.ClientHandler())
+	conn, err := grpc.NewClient(lis.Addr().String(), append(tracing.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
