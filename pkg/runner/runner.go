@@ -188,8 +188,9 @@ func Serve(ctx context.Context, opts Options, handlers ...Registration) error {
 	if err != nil {
 		return err
 	}
-	// Each call continues the engine's trace (a no-op until tracing.Setup
-	// configures an exporter).
+	// Each call continues the engine's trace (spans only once tracing.Setup
+	// configures an exporter). The tracing options come first, so the
+	// caller's own interceptors see the trace.
 	serverOpts := append(tracing.ServerOptions(), opts.ServerOptions...)
 	dialOpts := opts.DialOptions
 	if opts.TLS.Configured() {

@@ -15,7 +15,7 @@ const (
 	core32 = "Transitions/engine_core/runs=32"
 	grpc32 = "Transitions/engine/runs=32"
 	// The same, served as engine-svc serves it: its metrics and its
-	// tracing handler on.
+	// tracing options on.
 	deployed32 = "Transitions/engine_metrics/runs=32"
 	bare32     = "Transitions/bare_cas/runs=32"
 	// noop1 and noop32 are a health check on the engine's server and

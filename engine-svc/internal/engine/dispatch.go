@@ -821,8 +821,8 @@ func (p *connPool) get(r *registry.Runner) (*grpc.ClientConn, error) {
 	if c, ok := p.m[key]; ok {
 		return c, nil
 	}
-	// The client handler carries the caller's trace to the runner (a no-op
-	// until tracing.Setup configures an exporter).
+	// The tracing options carry the caller's trace to the runner (spans
+	// only once tracing.Setup configures an exporter).
 	opts := append(append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, tracing.DialOptions()...), p.opts...)
 	if r.Owner != "" {
 		// Over mutual TLS the runner must present the certificate that

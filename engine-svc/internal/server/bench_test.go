@@ -55,7 +55,7 @@ func BenchmarkTransitions(b *testing.B) {
 	for _, runs := range []int{1, 32} {
 		b.Run(fmt.Sprintf("engine/runs=%d", runs), func(b *testing.B) { benchEngine(b, runs, false) })
 		// The same as engine-svc serves it: every instrument on (engine,
-		// gRPC, Redis hook) and its tracing handler, after tracing.Setup as
+		// gRPC, Redis hook) and its tracing options, after tracing.Setup as
 		// its main calls it. The difference is what they cost.
 		b.Run(fmt.Sprintf("engine_metrics/runs=%d", runs), func(b *testing.B) {
 			benchEngine(b, runs, false, asDeployed(b))
@@ -92,7 +92,7 @@ func BenchmarkTransitions(b *testing.B) {
 func engineGC(b *testing.B) { gcpolicytest.Target(b, gcpolicy.DefaultPercent) }
 
 // asDeployed serves the engine as engine-svc does: its metrics, and its
-// tracing handler built after tracing.Setup (the environment decides
+// tracing options built after tracing.Setup (the environment decides
 // whether spans are exported; on this machine they are not).
 func asDeployed(b *testing.B) setupOption {
 	shutdown, err := tracing.Setup(context.Background(), "engine-svc")

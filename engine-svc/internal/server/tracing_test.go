@@ -74,7 +74,7 @@ func TestOneTraceFollowsACallThroughTheEngineToTheRunner(t *testing.T) {
 	rec, tp := recordSpans(t)
 
 	// The engine as engine-svc's main serves it: real gRPC on a loopback
-	// socket, with the tracing server handler.
+	// socket, with the tracing server options.
 	m := miniredis.RunT(t)
 	rc := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	st := store.NewRedis(rc, store.Options{Prefix: "realm", Buckets: 16})
@@ -116,7 +116,7 @@ func TestOneTraceFollowsACallThroughTheEngineToTheRunner(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	// The caller: a client connection with the tracing client handler.
+	// The caller: a client connection with the tracing dial options.
 	conn, err := grpc.NewClient(lis.Addr().String(), append(tracing.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
