@@ -146,12 +146,17 @@ func HTTP(reg prometheus.Registerer, name string, h http.Handler) http.Handler {
 // that feed them. Register once per registry and share the options among
 // the process's connections.
 func GRPCClient(reg prometheus.Registerer) []grpc.DialOption {
+	unary, stream := GRPCClientInterceptors(reg)
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
+}
+
+// GRPCClientInterceptors registers the instruments GRPCClient does and
+// returns its interceptors themselves, for a connection that folds other
+// work into them (client.Instrumented).
+func GRPCClientInterceptors(reg prometheus.Registerer) (grpc.UnaryClientInterceptor, grpc.StreamClientInterceptor) {
 	m := grpcprom.NewClientMetrics(grpcprom.WithClientHandlingTimeHistogram(
 		grpcprom.WithHistogramBuckets([]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}),
 	))
 	reg.MustRegister(m)
-	return []grpc.DialOption{
-		grpc.WithChainUnaryInterceptor(m.UnaryClientInterceptor()),
-		grpc.WithChainStreamInterceptor(m.StreamClientInterceptor()),
-	}
+	return m.UnaryClientInterceptor(), m.StreamClientInterceptor()
 }

@@ -135,6 +135,19 @@ func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithFilter(filters.Not(filters.HealthCheck()))))}
 }
 
+// Injector is what DialOptions' interceptors do to each outgoing call
+// while the provider records nothing: add the context's trace context and
+// baggage to the call's metadata. It is nil while the provider records
+// (DialOptions is otelgrpc's handler then). A connection with an
+// interceptor of its own can apply it there instead of chaining
+// DialOptions' (client.Instrumented).
+func Injector() func(context.Context) context.Context {
+	if recordsNothing() {
+		return inject
+	}
+	return nil
+}
+
 // Handler wraps h so each request gets a server span named operation, as a
 // child of the request's traceparent when it has one.
 //

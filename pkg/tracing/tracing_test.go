@@ -26,6 +26,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/realm-go/realm/pkg/client"
 	"github.com/realm-go/realm/pkg/tracing"
 )
 
@@ -374,8 +377,63 @@ func TestStopHandsAFailedShutdownToWarn(t *testing.T) {
 
 // Without an exporter the handlers only carry the trace context, and it
 // still crosses an HTTP hop and then a gRPC hop into the next service's
-// handler, baggage included; a request without one starts none.
+// handler, baggage included; a request without one starts none. The
+// services dial with client.Instrumented, which folds the carrying into
+// the metrics interceptor: the trace crosses that way too, and the calls
+// are counted.
 func TestWithoutAnExporterTheTraceStillCrossesHTTPAndGRPC(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dial func(prometheus.Registerer) []grpc.DialOption
+		// counted: the calls are in the registry's gRPC client metrics.
+		counted bool
+	}{
+		{"tracing.DialOptions", func(prometheus.Registerer) []grpc.DialOption { return tracing.DialOptions() }, false},
+		{"client.Instrumented", client.Instrumented, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			crossesHTTPAndGRPC(t, func() []grpc.DialOption { return tc.dial(reg) })
+			if !tc.counted {
+				return
+			}
+			// Two requests, each a Check and a Watch.
+			for _, method := range []string{"Check", "Watch"} {
+				if got, err := started(reg, method); err != nil || got != 2 {
+					t.Errorf("grpc_client_started_total for %s: %v (%v), want 2", method, got, err)
+				}
+			}
+		})
+	}
+}
+
+// started sums grpc_client_started_total for method in reg.
+func started(reg prometheus.Gatherer, method string) (float64, error) {
+	families, err := reg.Gather()
+	if err != nil {
+		return 0, err
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "grpc_client_started_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "grpc_method" && l.GetValue() == method {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
+// crossesHTTPAndGRPC sends requests with and without a traceparent and
+// baggage through an HTTP hop into a unary and a streaming gRPC call made
+// on a connection with dial's options (built after Setup), and checks what
+// the gRPC handlers saw.
+func crossesHTTPAndGRPC(t *testing.T, dial func() []grpc.DialOption) {
 	restoreGlobals(t)
 	clearEnv(t)
 	shutdown, err := tracing.Setup(context.Background(), "realm-test")
@@ -408,7 +466,7 @@ func TestWithoutAnExporterTheTraceStillCrossesHTTPAndGRPC(t *testing.T) {
 	}
 	go func() { _ = gs.Serve(lis) }()
 	defer gs.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), append(tracing.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	conn, err := grpc.NewClient(lis.Addr().String(), append(dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

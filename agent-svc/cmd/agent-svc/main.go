@@ -166,7 +166,7 @@ func run(log *slog.Logger) error {
 		log.Info("drive limit is this process's own: no --redis-url, so replicas do not share it", "max_drives", *maxDrives)
 	}
 
-	conn, err := client.NewConn(*engineAddr, append(append(metrics.GRPCClient(mreg), tracing.DialOptions()...), toEngine)...)
+	conn, err := client.NewConn(*engineAddr, append(client.Instrumented(mreg), toEngine)...)
 	if err != nil {
 		return fmt.Errorf("engine-svc address %s: %w", *engineAddr, err)
 	}

@@ -187,7 +187,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("%s%w", logPrefix, err)
 	}
 	reg := metrics.NewRegistry()
-	conn, err := client.NewConn(c.engineAddr, append(append(metrics.GRPCClient(reg), tracing.DialOptions()...), transport)...)
+	conn, err := client.NewConn(c.engineAddr, append(client.Instrumented(reg), transport)...)
 	if err != nil {
 		return fmt.Errorf("%sengine-svc address %s: %w", logPrefix, c.engineAddr, err)
 	}

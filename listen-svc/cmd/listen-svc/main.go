@@ -74,7 +74,7 @@ func run(f flags) error {
 	defer tracing.Stop(shutdownTracing, func(err error) { log.Warn("listen: tracing shutdown: " + err.Error()) })
 
 	reg := metrics.NewRegistry()
-	dial := append(metrics.GRPCClient(reg), tracing.DialOptions()...)
+	dial := client.Instrumented(reg)
 	// Its certificate (role front-door) for both: engine-svc's must state
 	// role engine, agent-svc's role front-door.
 	toEngine, err := client.Transport(f.tls, mtls.RoleEngine)

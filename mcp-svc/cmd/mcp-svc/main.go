@@ -176,7 +176,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // when tracing is off). The benchmark dials through it too, so it measures
 // the door as deployed.
 func engineConn(addr string, reg prometheus.Registerer, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return client.NewConn(addr, append(append(metrics.GRPCClient(reg), tracing.DialOptions()...), opts...)...)
+	return client.NewConn(addr, append(client.Instrumented(reg), opts...)...)
 }
 
 // doorHandler is what serves /mcp: the door's handler with request metrics
