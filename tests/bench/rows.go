@@ -37,6 +37,9 @@ const (
 	pairedEmbed32 = "Transitions/paired_embedded/runs=32"
 	mcpNoop       = "MCPFrontDoor/noop-tool/clients=16"
 	mcpDoor       = "MCPFrontDoor/execute_step-mcp/clients=16"
+	// mcpBound is the bound tool (a go-sdk tool that only makes the
+	// door's gRPC call), for its allocations beside the door's.
+	mcpBound = "MCPFrontDoor/bound-tool/clients=16"
 	// mcpPaired alternates bursts of the no-op tool and the door, so the
 	// machine's load falls on both alike; mcpOwn counts the door's own
 	// allocations (calls through its handler minus the same gRPC calls).
@@ -164,6 +167,10 @@ func Rows(r Results) []Row {
 		alongside("MCP door ÷ go-sdk no-op tool, calls/s at 16 clients, the engine and Redis on the same cores (paired bursts)", ratio, metric(mcpPaired, "mcp/noop")),
 		alongside("a door that cost nothing ÷ go-sdk no-op tool, 16 clients, the engine and Redis on the same cores (the bound there)", ratio, metric(mcpPaired, "free-door/noop")),
 		atMost("MCP door's own allocations per call (its handler − the same gRPC call)", count, 100, metric(mcpOwn, "door-allocs/call")),
+		alongside("allocations per call in the process, 16 clients, the engine in it too: go-sdk no-op tool", count, allocs(mcpNoop)),
+		alongside("allocations per call in the process, 16 clients, the engine in it too: the bound tool", count, allocs(mcpBound)),
+		alongside("allocations per call in the process, 16 clients, the engine in it too: MCP door execute_step", count, allocs(mcpDoor)),
+		alongside("MCP door − the bound, allocations per call: the door's code and its HTTP layer (token, request metrics, trace context)", count, minus(allocs(mcpDoor), allocs(mcpBound))),
 	}
 	small, grown := storeSizes(r)
 	if small == 0 {

@@ -122,6 +122,22 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 				return toolErr(res, err)
 			})
 		})
+		// The bound tool (boundTool): the same execute_step with none of
+		// the door's code, from clients that send the same token, so the
+		// door's allocations less these are its code's and its HTTP
+		// layer's.
+		b.Run(fmt.Sprintf("bound-tool/clients=%d", clients), func(b *testing.B) {
+			runs := benchRuns(b, eng)
+			for _, r := range runs {
+				boundRuns <- r
+			}
+			sessions := benchSessions(b, boundSrv.URL, authed, clients)
+			measure(b, clients, func(w, i int) error {
+				res, err := sessions[w].CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_step",
+					Arguments: map[string]any{"run_id": runs[i], "command": "answer", "params": map[string]any{"ok": true}}})
+				return toolErr(res, err)
+			})
+		})
 		b.Run(fmt.Sprintf("execute_step-grpc/clients=%d", clients), func(b *testing.B) {
 			runs := benchRuns(b, eng)
 			measure(b, clients, func(_, i int) error { return grpcStep(eng, runs[i]) })
@@ -138,12 +154,15 @@ func BenchmarkMCPFrontDoor(b *testing.B) {
 	// bursts' wait).
 	b.Run(paired+"/clients=16", func(b *testing.B) {
 		const clients = 16
+		// The bound's clients send the door's token too (its server reads
+		// none): adding the header is the client's work, not the door's.
+		//
 		// Each round's runs are started just before its bursts, as an
 		// assistant starts a run and then answers its step: the engine
 		// still holds them, rather than having let go of thousands made
 		// before the clock started.
 		runs, grpcRuns, forBound := make([]string, b.N), make([]string, b.N), make([]string, b.N)
-		noops, doors, bounds := benchSessions(b, noopSrv.URL, plain, clients), benchSessions(b, realmSrv.URL, authed, clients), benchSessions(b, boundSrv.URL, &http.Client{Transport: keepConns()}, clients)
+		noops, doors, bounds := benchSessions(b, noopSrv.URL, plain, clients), benchSessions(b, realmSrv.URL, authed, clients), benchSessions(b, boundSrv.URL, &http.Client{Transport: bearer{"bench", keepConns()}}, clients)
 		var noopTime, doorTime, boundTime, grpcTime, noopCPU, doorCPU, boundCPU, grpcCPU time.Duration
 		// kind is one burst of calls lo..hi-1, timed, with this
 		// process's CPU over it.
