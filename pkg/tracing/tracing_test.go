@@ -42,6 +42,18 @@ func restoreGlobals(t *testing.T) {
 	})
 }
 
+// recording installs, for the test, a provider that records every span
+// into the returned recorder, and the propagator Setup installs.
+func recording(t *testing.T) (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+	restoreGlobals(t)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(tracing.Propagator())
+	return rec, tp
+}
+
 // clearEnv unsets, for the test, every variable that would turn export on.
 func clearEnv(t *testing.T) {
 	for _, k := range []string{tracing.EnvEndpoint, tracing.EnvTracesEndpoint, tracing.EnvProtocol, tracing.EnvTracesProtocol, tracing.EnvSDKDisabled} {
@@ -218,12 +230,7 @@ func TestSetupRespectsSDKDisabled(t *testing.T) {
 // Handler continues the trace of a request's traceparent, and Transport
 // sends the caller's span as the next hop's parent.
 func TestHTTPHopsContinueTheTrace(t *testing.T) {
-	restoreGlobals(t)
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(tracing.Propagator())
+	rec, tp := recording(t)
 
 	seen := make(chan trace.SpanContext, 2)
 	srv := httptest.NewServer(tracing.Handler("webhook", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -460,18 +467,7 @@ func crossesHTTPAndGRPC(t *testing.T, dial func() []grpc.DialOption) {
 			return h(srv, ss)
 		}))...)
 	healthpb.RegisterHealthServer(gs, health.NewServer())
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	defer gs.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), append(dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
+	hc := healthpb.NewHealthClient(loopback(t, gs, dial()...))
 	srv := httptest.NewServer(tracing.Handler("mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := hc.Check(r.Context(), &healthpb.HealthCheckRequest{}); err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
@@ -521,5 +517,54 @@ func crossesHTTPAndGRPC(t *testing.T, dial func() []grpc.DialOption) {
 	}
 	if got := call(nil); got.sc.IsValid() || got.tenant != "" {
 		t.Errorf("a request without trace context reached the gRPC handler with %v, tenant %q", got.sc, got.tenant)
+	}
+}
+
+// loopback serves gs over loopback until the test ends, and returns a
+// connection to it with dial's options.
+func loopback(t *testing.T, gs *grpc.Server, dial ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// While the provider records, client.Instrumented is the metrics and
+// otelgrpc's span per call: the call is counted, and its client span is a
+// child of the caller's.
+func TestInstrumentedRecordsASpanPerCallWhenTracingRecords(t *testing.T) {
+	rec, tp := recording(t)
+
+	// Any service but health, whose calls the spans leave out.
+	gs := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(gs, &grpcCollector{})
+	reg := prometheus.NewRegistry()
+	tc := coltracepb.NewTraceServiceClient(loopback(t, gs, client.Instrumented(reg)...))
+	ctx, root := tp.Tracer("test").Start(context.Background(), "caller")
+	_, err := tc.Export(ctx, &coltracepb.ExportTraceServiceRequest{})
+	root.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var span sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.SpanKind() == trace.SpanKindClient && s.Name() == "opentelemetry.proto.collector.trace.v1.TraceService/Export" {
+			span = s
+		}
+	}
+	if span == nil || span.Parent().SpanID() != root.SpanContext().SpanID() {
+		t.Errorf("client span %v, want one for Export under the caller's span %s", span, root.SpanContext().SpanID())
+	}
+	if n, err := started(reg, "Export"); err != nil || n != 1 {
+		t.Errorf("grpc_client_started_total for Export: %v (%v), want 1", n, err)
 	}
 }
