@@ -22,12 +22,11 @@ import (
 // each MCP call past its first stack size: the door paid a stack copy on
 // every execute_step (docs/benchmarks.md).
 func Instrumented(reg prometheus.Registerer) []grpc.DialOption {
-	unary, stream := metrics.GRPCClientInterceptors(reg)
 	inject := tracing.Injector()
 	if inject == nil {
-		return append([]grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)},
-			tracing.DialOptions()...)
+		return append(metrics.GRPCClient(reg), tracing.DialOptions()...)
 	}
+	unary, stream := metrics.GRPCClientInterceptors(reg)
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			return unary(inject(ctx), method, req, reply, cc, invoker, opts...)
